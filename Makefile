@@ -1,0 +1,50 @@
+# fastover: `make test` is what CI runs; `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+
+BIN := $(CURDIR)/bin
+export FASTOVER_BIN := $(BIN)
+
+# Packages that need the local control plane (tests/cluster tests itself on one).
+E2E_PKGS := ./tests/...
+UNIT_PKGS = $(shell go list ./... | grep -v '/tests/')
+
+GOTEST_FLAGS ?=
+E2E_TIMEOUT ?= 20m
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+.PHONY: tools
+tools: ## build the pinned control-plane binaries, kwok stages and golangci-lint into bin/
+	@tests/tools/build.sh
+
+.PHONY: fmt-check
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: vet
+vet: ## go vet
+	go vet ./...
+
+.PHONY: lint
+lint: ## golangci-lint (pinned in tests/tools/lint)
+	@tests/tools/build.sh lint
+	$(BIN)/golangci-lint run ./...
+
+.PHONY: unit
+unit: ## unit tests (no control plane)
+	@pkgs="$(UNIT_PKGS)"; if [[ -z "$$pkgs" ]]; then echo "no unit-test packages yet"; else go test $(GOTEST_FLAGS) $$pkgs; fi
+
+.PHONY: e2e
+e2e: ## end-to-end tests on a local control plane
+	@tests/tools/build.sh etcd kwok kube
+	go test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -v $(E2E_PKGS)
+
+.PHONY: test
+test: tools fmt-check vet lint unit e2e ## everything CI runs: tools, gofmt, vet, lint, unit and e2e tests
+
+.PHONY: clean
+clean: ## remove bin/
+	rm -rf $(BIN)

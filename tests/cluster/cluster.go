@@ -1,0 +1,470 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options configure a control plane. The zero value is a working control
+// plane with Kubernetes' own defaults.
+type Options struct {
+	// NodeMonitorGracePeriod is kube-controller-manager's
+	// --node-monitor-grace-period: how long a node may be silent before it
+	// is marked Unknown and tainted node.kubernetes.io/unreachable. Zero
+	// keeps Kubernetes' default (50s).
+	NodeMonitorGracePeriod time.Duration
+	// NodeMonitorPeriod is --node-monitor-period. Zero means 1s, so that a
+	// silent node is noticed as soon as its grace period ends.
+	NodeMonitorPeriod time.Duration
+
+	// Nodes are kwok nodes added before Start returns.
+	Nodes []string
+
+	// APIServerFlags, ControllerManagerFlags and SchedulerFlags are
+	// appended to each component's flags; a flag given here overrides the
+	// package's value of the same flag.
+	APIServerFlags         []string
+	ControllerManagerFlags []string
+	SchedulerFlags         []string
+
+	// BinDir holds the binaries; empty means BinDir().
+	BinDir string
+	// Dir holds the data, certificates, kubeconfig and logs; empty means
+	// a new temporary directory, removed by Stop.
+	Dir string
+	// Timeout bounds the start of each component; zero means 90s.
+	Timeout time.Duration
+}
+
+// Component names a process of the control plane, for StopComponent and
+// StartComponent.
+type Component string
+
+// The components of the control plane.
+const (
+	Etcd              Component = binEtcd
+	APIServer         Component = binAPIServer
+	ControllerManager Component = binController
+	Scheduler         Component = binScheduler
+)
+
+// Env is a running control plane.
+type Env struct {
+	// Config reaches kube-apiserver as a member of system:masters.
+	Config *rest.Config
+	// Kubeconfig is the path of a kubeconfig file with the same access.
+	Kubeconfig string
+	// Client is a clientset built from Config.
+	Client kubernetes.Interface
+	// Dir is the directory of the control plane's files; logs are in
+	// Dir/logs.
+	Dir string
+
+	opts       Options
+	bin        string
+	ownDir     bool
+	logDir     string
+	pki        *pki
+	etcdURL    string
+	components map[Component]*process
+	stopOnce   sync.Once
+
+	mu    sync.Mutex
+	nodes map[string]*process
+	order []string // node names, in the order they were added
+}
+
+// Start starts a control plane for the test and stops it when the test
+// ends. If the test failed, the tail of each component's log is logged.
+// Start fails the test at once if the control plane cannot start.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	env, err := New(opts)
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			var b strings.Builder
+			env.DumpLogs(&b, 40)
+			t.Log("control-plane logs:\n" + b.String())
+		}
+		env.Stop()
+	})
+	return env
+}
+
+// New starts a control plane. The caller must call Stop. On error, every
+// process already started is stopped, and the error includes the tail of
+// the failing component's log.
+func New(opts Options) (env *Env, err error) {
+	bin := opts.BinDir
+	if bin == "" {
+		if bin, err = BinDir(); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkBinaries(bin); err != nil {
+		return nil, err
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 90 * time.Second
+	}
+	if opts.NodeMonitorPeriod == 0 {
+		opts.NodeMonitorPeriod = time.Second
+	}
+	env = &Env{opts: opts, bin: bin, components: map[Component]*process{}, nodes: map[string]*process{}}
+	if opts.Dir == "" {
+		if env.Dir, err = os.MkdirTemp("", "fastover-cluster-"); err != nil {
+			return nil, err
+		}
+		env.ownDir = true
+	} else {
+		env.Dir = opts.Dir
+	}
+	defer func() {
+		if err != nil {
+			env.Stop()
+		}
+	}()
+	env.logDir = filepath.Join(env.Dir, "logs")
+	if err := os.MkdirAll(env.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	if env.pki, err = newPKI(env.Dir); err != nil {
+		return nil, fmt.Errorf("make certificates: %w", err)
+	}
+
+	etcdURL, err := env.startEtcd()
+	if err != nil {
+		return nil, err
+	}
+	if err := env.startAPIServer(etcdURL); err != nil {
+		return nil, err
+	}
+	if err := env.startControllerManager(); err != nil {
+		return nil, err
+	}
+	if err := env.startScheduler(); err != nil {
+		return nil, err
+	}
+	for _, name := range opts.Nodes {
+		if err := env.AddNode(name); err != nil {
+			return nil, err
+		}
+	}
+	return env, nil
+}
+
+func (e *Env) startEtcd() (string, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return "", err
+	}
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	p := e.add(Etcd, filepath.Join(e.bin, binEtcd),
+		"--name=default",
+		"--data-dir="+filepath.Join(e.Dir, "etcd"),
+		"--listen-client-urls="+clientURL,
+		"--advertise-client-urls="+clientURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		// Test data need not survive a power cut.
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	)
+	if err := p.start(); err != nil {
+		return "", err
+	}
+	e.etcdURL = clientURL
+	err = e.waitFor(p, e.etcdHealthy)
+	return clientURL, err
+}
+
+func (e *Env) etcdHealthy(ctx context.Context) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.etcdURL+"/health", nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, nil
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"health":"true"`), nil
+}
+
+func (e *Env) startAPIServer(etcdURL string) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	host := "https://127.0.0.1:" + strconv.Itoa(ports[0])
+	args := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(ports[0]),
+		"--tls-cert-file=" + e.pki.serveCert,
+		"--tls-private-key-file=" + e.pki.serveKey,
+		"--client-ca-file=" + e.pki.caFile,
+		"--token-auth-file=" + e.pki.tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + e.pki.saPub,
+		"--service-account-signing-key-file=" + e.pki.saKey,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		// The default reconciler refuses to publish a loopback address
+		// for the kubernetes Service.
+		"--endpoint-reconciler-type=none",
+		"--profiling=false",
+	}
+	p := e.add(APIServer, filepath.Join(e.bin, binAPIServer), append(args, e.opts.APIServerFlags...)...)
+	if err := p.start(); err != nil {
+		return err
+	}
+
+	e.Config = &rest.Config{
+		Host:            host,
+		BearerToken:     e.pki.adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caCert},
+		QPS:             200,
+		Burst:           400,
+	}
+	if e.Client, err = kubernetes.NewForConfig(e.Config); err != nil {
+		return err
+	}
+	if err := e.writeKubeconfig(); err != nil {
+		return err
+	}
+	return e.waitAPIServer(p)
+}
+
+// waitAPIServer waits until kube-apiserver is ready, bootstrap included.
+func (e *Env) waitAPIServer(p *process) error {
+	return e.waitFor(p, func(ctx context.Context) (bool, error) {
+		body, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
+}
+
+func (e *Env) writeKubeconfig() error {
+	e.Kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.pki.caCert}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: e.pki.adminToken}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin"}
+	cfg.CurrentContext = "local"
+	return clientcmd.WriteToFile(*cfg, e.Kubeconfig)
+}
+
+func (e *Env) startControllerManager() error {
+	args := []string{
+		"--kubeconfig=" + e.Kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--service-account-private-key-file=" + e.pki.saKey,
+		"--root-ca-file=" + e.pki.caFile,
+		"--node-monitor-period=" + e.opts.NodeMonitorPeriod.String(),
+	}
+	if e.opts.NodeMonitorGracePeriod > 0 {
+		args = append(args, "--node-monitor-grace-period="+e.opts.NodeMonitorGracePeriod.String())
+	}
+	p := e.add(ControllerManager, filepath.Join(e.bin, binController), append(args, e.opts.ControllerManagerFlags...)...)
+	if err := p.start(); err != nil {
+		return err
+	}
+	// The service-account controller creates "default" in every
+	// namespace; once it has, the controllers are running and pods can be
+	// created.
+	return e.waitFor(p, func(ctx context.Context) (bool, error) {
+		_, err := e.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+func (e *Env) startScheduler() error {
+	args := []string{
+		"--kubeconfig=" + e.Kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+	}
+	p := e.add(Scheduler, filepath.Join(e.bin, binScheduler), append(args, e.opts.SchedulerFlags...)...)
+	if err := p.start(); err != nil {
+		return err
+	}
+	// The scheduler has nothing to wait for: an early exit is caught here,
+	// anything later by the tests whose pods stay pending.
+	select {
+	case <-p.exited():
+		return fmt.Errorf("%s exited at start:\n%s", p.name, p.tail(20))
+	case <-time.After(200 * time.Millisecond):
+		return nil
+	}
+}
+
+func (e *Env) add(c Component, path string, args ...string) *process {
+	p := newProcess(string(c), path, e.logDir, args...)
+	e.components[c] = p
+	return p
+}
+
+// waitFor polls cond every 100ms until it holds, the process exits, or the
+// start timeout passes; both failures carry the tail of the process's log.
+func (e *Env) waitFor(p *process, cond func(ctx context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.Timeout)
+	defer cancel()
+	exited := p.exited()
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, errors.New("exited")
+		default:
+		}
+		return cond(ctx)
+	})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s %w before it was ready; its log ends with:\n%s", p.name, err, p.tail(30))
+	}
+	return fmt.Errorf("%s not ready after %v; its log ends with:\n%s", p.name, e.opts.Timeout, p.tail(30))
+}
+
+// StopComponent kills a component of the control plane with SIGKILL.
+func (e *Env) StopComponent(c Component) error {
+	p, ok := e.components[c]
+	if !ok {
+		return fmt.Errorf("no component %q", c)
+	}
+	p.stop(syscall.SIGKILL, 0)
+	return nil
+}
+
+// StartComponent starts a stopped component again, with the same flags,
+// and waits until it is ready (for etcd and kube-apiserver) or running.
+func (e *Env) StartComponent(c Component) error {
+	p, ok := e.components[c]
+	if !ok {
+		return fmt.Errorf("no component %q", c)
+	}
+	if err := p.start(); err != nil {
+		return err
+	}
+	switch c {
+	case APIServer:
+		return e.waitAPIServer(p)
+	case Etcd:
+		return e.waitFor(p, e.etcdHealthy)
+	}
+	return nil
+}
+
+// Stop kills every process of the control plane, nodes included, and
+// removes its directory if New made it. It is safe to call more than once.
+func (e *Env) Stop() {
+	e.stopOnce.Do(func() {
+		e.mu.Lock()
+		nodes := make([]*process, 0, len(e.nodes))
+		for _, p := range e.nodes {
+			nodes = append(nodes, p)
+		}
+		e.mu.Unlock()
+		for _, p := range nodes {
+			p.stop(syscall.SIGKILL, 0)
+		}
+		// Users of the store first: no component logs errors about a
+		// vanished dependency while the others are still running.
+		for _, c := range []Component{Scheduler, ControllerManager, APIServer, Etcd} {
+			if p, ok := e.components[c]; ok {
+				p.stop(syscall.SIGTERM, 5*time.Second)
+			}
+		}
+		if e.ownDir {
+			_ = os.RemoveAll(e.Dir)
+		}
+	})
+}
+
+// DumpLogs writes the last lines of each component's log, kwok nodes
+// included, to w.
+func (e *Env) DumpLogs(w io.Writer, lines int) {
+	for _, c := range []Component{Etcd, APIServer, ControllerManager, Scheduler} {
+		if p, ok := e.components[c]; ok {
+			p.writeTail(w, lines)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, name := range e.order {
+		e.nodes[name].writeTail(w, lines)
+	}
+}
+
+// CreateNamespace creates a namespace with the given labels and waits until
+// pods can be created in it (its default ServiceAccount exists).
+func (e *Env) CreateNamespace(ctx context.Context, name string, labels map[string]string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := e.Client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s: no default ServiceAccount: %w", name, err)
+	}
+	return nil
+}
+
+// freePorts returns n distinct TCP ports that were free on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

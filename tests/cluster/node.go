@@ -1,0 +1,160 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// nodeLeaseSeconds is the node Lease duration kwok writes; it renews the
+// Lease at a quarter of it, so about every 2s, like a kubelet would every
+// 10s at the default 40s.
+const nodeLeaseSeconds = 8
+
+// AddNode creates a Node and starts the kwok process that plays its
+// kubelet, then waits until the node is Ready. Node number i (from 1)
+// gets pod IPs from 10.244.i.0/24 so that pod IPs are unique.
+func (e *Env) AddNode(name string) error {
+	e.mu.Lock()
+	if _, ok := e.nodes[name]; ok {
+		e.mu.Unlock()
+		return fmt.Errorf("node %s already added", name)
+	}
+	index := len(e.order) + 1
+	e.mu.Unlock()
+	if index > 250 {
+		return fmt.Errorf("at most 250 nodes, not %d", index)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.Timeout)
+	defer cancel()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: name,
+		Labels: map[string]string{
+			corev1.LabelHostname: name,
+			corev1.LabelOSStable: "linux",
+			"type":               "kwok",
+		},
+		Annotations: map[string]string{
+			// kwok manages the node; the TTL annotation is what a kubelet
+			// would set.
+			"kwok.x-k8s.io/node":           "fake",
+			"node.alpha.kubernetes.io/ttl": "0",
+		},
+	}}
+	if _, err := e.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+
+	args := []string{
+		"--kubeconfig=" + e.Kubeconfig,
+		"--manage-all-nodes=false",
+		"--manage-single-node=" + name,
+		fmt.Sprintf("--node-lease-duration-seconds=%d", nodeLeaseSeconds),
+		fmt.Sprintf("--cidr=10.244.%d.0/24", index),
+		fmt.Sprintf("--node-ip=10.243.0.%d", index),
+	}
+	stages, err := filepath.Glob(filepath.Join(e.bin, stagesDir, "*.yaml"))
+	if err != nil || len(stages) == 0 {
+		return fmt.Errorf("no kwok stage files in %s: run `make tools`", filepath.Join(e.bin, stagesDir))
+	}
+	sort.Strings(stages)
+	for _, s := range stages {
+		args = append(args, "--config="+s)
+	}
+	p := newProcess("kwok-"+name, filepath.Join(e.bin, binKwok), e.logDir, args...)
+	e.mu.Lock()
+	e.nodes[name] = p
+	e.order = append(e.order, name)
+	e.mu.Unlock()
+	if err := p.start(); err != nil {
+		return err
+	}
+	return e.waitFor(p, func(ctx context.Context) (bool, error) {
+		return e.nodeReadyStatus(ctx, name) == corev1.ConditionTrue, nil
+	})
+}
+
+// AddNodes adds the nodes, failing the test if one cannot be added.
+func (e *Env) AddNodes(t testing.TB, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := e.AddNode(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// StopNode makes the node vanish: its kwok process is killed with SIGKILL,
+// so the node's Lease and status are no longer renewed, as when a machine
+// loses power or network. The Node object stays.
+func (e *Env) StopNode(name string) error {
+	p, err := e.node(name)
+	if err != nil {
+		return err
+	}
+	p.stop(syscall.SIGKILL, 0)
+	return nil
+}
+
+// StartNode brings a stopped node back: its kwok process runs again and the
+// node becomes Ready.
+func (e *Env) StartNode(name string) error {
+	p, err := e.node(name)
+	if err != nil {
+		return err
+	}
+	if err := p.start(); err != nil {
+		return err
+	}
+	return e.waitFor(p, func(ctx context.Context) (bool, error) {
+		return e.nodeReadyStatus(ctx, name) == corev1.ConditionTrue, nil
+	})
+}
+
+// NodeRunning reports whether the node's kwok process runs.
+func (e *Env) NodeRunning(name string) bool {
+	p, err := e.node(name)
+	return err == nil && p.running()
+}
+
+func (e *Env) node(name string) (*process, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.nodes[name]
+	if !ok {
+		return nil, fmt.Errorf("no node %q", name)
+	}
+	return p, nil
+}
+
+// nodeReadyStatus returns the status of the node's Ready condition, or ""
+// when it has none or cannot be read.
+func (e *Env) nodeReadyStatus(ctx context.Context, name string) corev1.ConditionStatus {
+	node, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// WaitNodeCondition waits until the node's Ready condition has the status
+// (True, False or Unknown), up to timeout.
+func (e *Env) WaitNodeCondition(ctx context.Context, name string, status corev1.ConditionStatus, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		return e.nodeReadyStatus(ctx, name) == status, nil
+	})
+}

@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// deployment is a one-replica Deployment of a pod that kwok runs.
+func deployment(name string, tolerations []corev1.Toleration) *appsv1.Deployment {
+	lbl := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: corev1.PodSpec{
+					Containers:  []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+					Tolerations: tolerations,
+				},
+			},
+		},
+	}
+}
+
+// podsOf lists the pods of the Deployment named app.
+func podsOf(ctx context.Context, c kubernetes.Interface, ns, app string) ([]corev1.Pod, error) {
+	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{"app": app}).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// runningPod returns a pod of app that is Ready, not being deleted, and
+// on a node other than avoid (if avoid is not empty).
+func runningPod(pods []corev1.Pod, avoid string) *corev1.Pod {
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || p.Spec.NodeName == avoid {
+			continue
+		}
+		if p.Status.Phase == corev1.PodRunning && podReady(p) {
+			return p
+		}
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitRunning waits until app has a running pod and returns it.
+func waitRunning(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, app string, timeout time.Duration) *corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		pods, err := podsOf(ctx, c, ns, app)
+		if err != nil {
+			t.Fatalf("list pods of %s: %v", app, err)
+		}
+		if p := runningPod(pods, ""); p != nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running pod of %s after %v: %s", app, timeout, describePods(pods))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func describePods(pods []corev1.Pod) string {
+	s := fmt.Sprintf("%d pods:", len(pods))
+	for _, p := range pods {
+		s += fmt.Sprintf(" [%s node=%q phase=%s ready=%t deleting=%t]",
+			p.Name, p.Spec.NodeName, p.Status.Phase, podReady(&p), p.DeletionTimestamp != nil)
+	}
+	return s
+}
+
+// effectiveToleration returns the toleration the taint-eviction controller
+// would apply to a NoExecute taint with the key: the first that matches.
+func effectiveToleration(tols []corev1.Toleration, key string) *corev1.Toleration {
+	taint := &corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute}
+	for i := range tols {
+		if tols[i].ToleratesTaint(klog.Background(), taint, false) {
+			return &tols[i]
+		}
+	}
+	return nil
+}

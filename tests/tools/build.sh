@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Builds the pinned tools into bin/: the control-plane binaries that the
+# tests run, kwok's stage files, and golangci-lint. Each group is rebuilt
+# only when its module's go.mod or go.sum, or the way it is built, changes
+# (or an output is missing); a stamp in bin/.stamps records what was built.
+#
+# Usage: tests/tools/build.sh [GROUP...]   (groups: kube etcd kwok lint)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tools="$root/tests/tools"
+bin="${FASTOVER_BIN:-$root/bin}"
+mkdir -p "$bin/.stamps"
+
+kube_version=v1.37.2
+kube_ldflags="-s -w \
+ -X k8s.io/component-base/version.gitVersion=$kube_version \
+ -X k8s.io/component-base/version.gitMajor=1 \
+ -X k8s.io/component-base/version.gitMinor=37 \
+ -X k8s.io/component-base/version.gitTreeState=clean \
+ -X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z"
+
+# The way each group is built, part of its stamp.
+kwok_stages="node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml"
+declare -A recipe=(
+	[kube]="$kube_ldflags"
+	[etcd]="-s -w"
+	[kwok]="-s -w $kwok_stages"
+	[lint]=""
+)
+
+# stamp GROUP: a digest of what decides the group's build.
+stamp() {
+	{
+		cat "$tools/$1/go.mod" "$tools/$1/go.sum"
+		echo "${recipe[$1]}"
+	} | sha256sum | cut -d' ' -f1
+}
+
+# fresh GROUP OUTPUT...: true if the stamp matches and every output exists.
+fresh() {
+	local group=$1
+	shift
+	[[ -f "$bin/.stamps/$group" && "$(cat "$bin/.stamps/$group")" == "$(stamp "$group")" ]] || return 1
+	local out
+	for out in "$@"; do
+		[[ -e "$bin/$out" ]] || return 1
+	done
+}
+
+done_group() {
+	stamp "$1" >"$bin/.stamps/$1"
+}
+
+step() {
+	printf '==> %s\n' "$*"
+}
+
+build_kube() {
+	if fresh kube kube-apiserver kube-controller-manager kube-scheduler; then
+		step "kube-apiserver, kube-controller-manager, kube-scheduler $kube_version: up to date"
+		return
+	fi
+	step "building kube-apiserver, kube-controller-manager, kube-scheduler $kube_version (a cold build takes about 11 minutes on 2 cores)"
+	(cd "$tools/kube" && go build -o "$bin/" -ldflags "$kube_ldflags" \
+		k8s.io/kubernetes/cmd/kube-apiserver \
+		k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler)
+	done_group kube
+}
+
+build_etcd() {
+	if fresh etcd etcd; then
+		step "etcd: up to date"
+		return
+	fi
+	step "building etcd (about a minute cold)"
+	(cd "$tools/etcd" && go build -o "$bin/etcd" -ldflags "${recipe[etcd]}" go.etcd.io/etcd/server/v3)
+	done_group etcd
+}
+
+build_kwok() {
+	if fresh kwok kwok kwok-stages; then
+		step "kwok and its stage files: up to date"
+		return
+	fi
+	step "building kwok (about two minutes cold)"
+	(cd "$tools/kwok" && go build -o "$bin/kwok" -ldflags "-s -w" sigs.k8s.io/kwok/cmd/kwok)
+	# The stages a kubelet's work needs: initialise a node and keep its
+	# Lease renewed; make pods ready, complete them, finish their deletion.
+	local mod stage
+	mod=$(cd "$tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+	rm -rf "$bin/kwok-stages"
+	mkdir -p "$bin/kwok-stages"
+	for stage in $kwok_stages; do
+		cp "$mod/kustomize/stage/$stage" "$bin/kwok-stages/"
+	done
+	chmod u+w "$bin"/kwok-stages/*
+	done_group kwok
+}
+
+build_lint() {
+	if fresh lint golangci-lint; then
+		step "golangci-lint: up to date"
+		return
+	fi
+	step "building golangci-lint (about two minutes cold)"
+	(cd "$tools/lint" && go build -o "$bin/golangci-lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
+	done_group lint
+}
+
+groups=("$@")
+[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube lint)
+for g in "${groups[@]}"; do
+	case "$g" in
+	kube | etcd | kwok | lint) "build_$g" ;;
+	*)
+		echo "unknown tool group: $g (want kube, etcd, kwok or lint)" >&2
+		exit 2
+		;;
+	esac
+done
