@@ -87,12 +87,13 @@ type Env struct {
 	logDir     string
 	pki        *pki
 	etcdURL    string
-	components map[Component]*process
+	components map[Component]*Process
 	stopOnce   sync.Once
 
 	mu    sync.Mutex
-	nodes map[string]*process
-	order []string // node names, in the order they were added
+	nodes map[string]*Process
+	order []string   // node names, in the order they were added
+	extra []*Process // started by the tests with StartProcess
 }
 
 // Start starts a control plane for the test and stops it when the test
@@ -137,7 +138,7 @@ func New(opts Options) (env *Env, err error) {
 	if opts.NodeMonitorPeriod == 0 {
 		opts.NodeMonitorPeriod = time.Second
 	}
-	env = &Env{opts: opts, bin: bin, components: map[Component]*process{}, nodes: map[string]*process{}}
+	env = &Env{opts: opts, bin: bin, components: map[Component]*Process{}, nodes: map[string]*Process{}}
 	if opts.Dir == "" {
 		if env.Dir, err = os.MkdirTemp("", "fastover-cluster-"); err != nil {
 			return nil, err
@@ -181,7 +182,7 @@ func New(opts Options) (env *Env, err error) {
 }
 
 func (e *Env) startEtcd() (string, error) {
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return "", err
 	}
@@ -199,7 +200,7 @@ func (e *Env) startEtcd() (string, error) {
 		"--unsafe-no-fsync",
 		"--log-level=warn",
 	)
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return "", err
 	}
 	e.etcdURL = clientURL
@@ -222,7 +223,7 @@ func (e *Env) etcdHealthy(ctx context.Context) (bool, error) {
 }
 
 func (e *Env) startAPIServer(etcdURL string) error {
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func (e *Env) startAPIServer(etcdURL string) error {
 		"--profiling=false",
 	}
 	p := e.add(APIServer, filepath.Join(e.bin, binAPIServer), append(args, e.opts.APIServerFlags...)...)
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 
@@ -268,7 +269,7 @@ func (e *Env) startAPIServer(etcdURL string) error {
 }
 
 // waitAPIServer waits until kube-apiserver is ready, bootstrap included.
-func (e *Env) waitAPIServer(p *process) error {
+func (e *Env) waitAPIServer(p *Process) error {
 	return e.waitFor(p, func(ctx context.Context) (bool, error) {
 		body, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && string(body) == "ok", nil
@@ -298,7 +299,7 @@ func (e *Env) startControllerManager() error {
 		args = append(args, "--node-monitor-grace-period="+e.opts.NodeMonitorGracePeriod.String())
 	}
 	p := e.add(ControllerManager, filepath.Join(e.bin, binController), append(args, e.opts.ControllerManagerFlags...)...)
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	// The service-account controller creates "default" in every
@@ -317,31 +318,31 @@ func (e *Env) startScheduler() error {
 		"--secure-port=0",
 	}
 	p := e.add(Scheduler, filepath.Join(e.bin, binScheduler), append(args, e.opts.SchedulerFlags...)...)
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	// The scheduler has nothing to wait for: an early exit is caught here,
 	// anything later by the tests whose pods stay pending.
 	select {
-	case <-p.exited():
-		return fmt.Errorf("%s exited at start:\n%s", p.name, p.tail(20))
+	case <-p.Exited():
+		return fmt.Errorf("%s exited at start:\n%s", p.name, p.Tail(20))
 	case <-time.After(200 * time.Millisecond):
 		return nil
 	}
 }
 
-func (e *Env) add(c Component, path string, args ...string) *process {
-	p := newProcess(string(c), path, e.logDir, args...)
+func (e *Env) add(c Component, path string, args ...string) *Process {
+	p := NewProcess(string(c), path, e.logDir, args...)
 	e.components[c] = p
 	return p
 }
 
 // waitFor polls cond every 100ms until it holds, the process exits, or the
 // start timeout passes; both failures carry the tail of the process's log.
-func (e *Env) waitFor(p *process, cond func(ctx context.Context) (bool, error)) error {
+func (e *Env) waitFor(p *Process, cond func(ctx context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.Timeout)
 	defer cancel()
-	exited := p.exited()
+	exited := p.Exited()
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
@@ -354,9 +355,9 @@ func (e *Env) waitFor(p *process, cond func(ctx context.Context) (bool, error)) 
 		return nil
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s %w before it was ready; its log ends with:\n%s", p.name, err, p.tail(30))
+		return fmt.Errorf("%s %w before it was ready; its log ends with:\n%s", p.name, err, p.Tail(30))
 	}
-	return fmt.Errorf("%s not ready after %v; its log ends with:\n%s", p.name, e.opts.Timeout, p.tail(30))
+	return fmt.Errorf("%s not ready after %v; its log ends with:\n%s", p.name, e.opts.Timeout, p.Tail(30))
 }
 
 // StopComponent kills a component of the control plane with SIGKILL.
@@ -365,7 +366,7 @@ func (e *Env) StopComponent(c Component) error {
 	if !ok {
 		return fmt.Errorf("no component %q", c)
 	}
-	p.stop(syscall.SIGKILL, 0)
+	p.Stop(syscall.SIGKILL, 0)
 	return nil
 }
 
@@ -376,7 +377,7 @@ func (e *Env) StartComponent(c Component) error {
 	if !ok {
 		return fmt.Errorf("no component %q", c)
 	}
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	switch c {
@@ -388,24 +389,36 @@ func (e *Env) StartComponent(c Component) error {
 	return nil
 }
 
+// StartProcess starts a process of the test's own (a webhook, a
+// controller) beside the control plane: its log is in Dir/logs with the
+// others and in DumpLogs, and Stop kills it first. The test may stop,
+// signal and restart it.
+func (e *Env) StartProcess(name, path string, args ...string) (*Process, error) {
+	p := NewProcess(name, path, e.logDir, args...)
+	e.mu.Lock()
+	e.extra = append(e.extra, p)
+	e.mu.Unlock()
+	return p, p.Start()
+}
+
 // Stop kills every process of the control plane, nodes included, and
 // removes its directory if New made it. It is safe to call more than once.
 func (e *Env) Stop() {
 	e.stopOnce.Do(func() {
 		e.mu.Lock()
-		nodes := make([]*process, 0, len(e.nodes))
+		procs := append([]*Process(nil), e.extra...)
 		for _, p := range e.nodes {
-			nodes = append(nodes, p)
+			procs = append(procs, p)
 		}
 		e.mu.Unlock()
-		for _, p := range nodes {
-			p.stop(syscall.SIGKILL, 0)
+		for _, p := range procs {
+			p.Stop(syscall.SIGKILL, 0)
 		}
 		// Users of the store first: no component logs errors about a
 		// vanished dependency while the others are still running.
 		for _, c := range []Component{Scheduler, ControllerManager, APIServer, Etcd} {
 			if p, ok := e.components[c]; ok {
-				p.stop(syscall.SIGTERM, 5*time.Second)
+				p.Stop(syscall.SIGTERM, 5*time.Second)
 			}
 		}
 		if e.ownDir {
@@ -426,6 +439,9 @@ func (e *Env) DumpLogs(w io.Writer, lines int) {
 	defer e.mu.Unlock()
 	for _, name := range e.order {
 		e.nodes[name].writeTail(w, lines)
+	}
+	for _, p := range e.extra {
+		p.writeTail(w, lines)
 	}
 }
 
@@ -449,8 +465,8 @@ func (e *Env) CreateNamespace(ctx context.Context, name string, labels map[strin
 	return nil
 }
 
-// freePorts returns n distinct TCP ports that were free on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct TCP ports that were free on 127.0.0.1.
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var listeners []net.Listener
 	defer func() {

@@ -70,12 +70,12 @@ func (e *Env) AddNode(name string) error {
 	for _, s := range stages {
 		args = append(args, "--config="+s)
 	}
-	p := newProcess("kwok-"+name, filepath.Join(e.bin, binKwok), e.logDir, args...)
+	p := NewProcess("kwok-"+name, filepath.Join(e.bin, binKwok), e.logDir, args...)
 	e.mu.Lock()
 	e.nodes[name] = p
 	e.order = append(e.order, name)
 	e.mu.Unlock()
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	return e.waitFor(p, func(ctx context.Context) (bool, error) {
@@ -101,7 +101,7 @@ func (e *Env) StopNode(name string) error {
 	if err != nil {
 		return err
 	}
-	p.stop(syscall.SIGKILL, 0)
+	p.Stop(syscall.SIGKILL, 0)
 	return nil
 }
 
@@ -112,7 +112,7 @@ func (e *Env) StartNode(name string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	return e.waitFor(p, func(ctx context.Context) (bool, error) {
@@ -123,10 +123,10 @@ func (e *Env) StartNode(name string) error {
 // NodeRunning reports whether the node's kwok process runs.
 func (e *Env) NodeRunning(name string) bool {
 	p, err := e.node(name)
-	return err == nil && p.running()
+	return err == nil && p.Running()
 }
 
-func (e *Env) node(name string) (*process, error) {
+func (e *Env) node(name string) (*Process, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p, ok := e.nodes[name]

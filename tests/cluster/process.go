@@ -13,30 +13,44 @@ import (
 	"time"
 )
 
-// process is one component of the control plane, running as a child
-// process with its output in a log file.
-type process struct {
+// Process is a child process of the test with its output in a log file:
+// a component of the control plane, a kwok node, or a process a test runs
+// itself (Env.StartProcess). It runs in its own process group and is
+// killed when the test binary dies, however it dies.
+type Process struct {
 	name    string
 	path    string
 	args    []string
 	logPath string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the running cmd has exited
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the running cmd has exited
+	waitErr error         // how the last run ended
 }
 
-func newProcess(name, path, logDir string, args ...string) *process {
-	return &process{name: name, path: path, args: args, logPath: filepath.Join(logDir, name+".log")}
+// NewProcess prepares a process; its log is logDir/NAME.log. Start runs it.
+func NewProcess(name, path, logDir string, args ...string) *Process {
+	return &Process{name: name, path: path, args: args, logPath: filepath.Join(logDir, name+".log")}
 }
 
-// start runs the process. Its output is appended to its log file, so a
+// Name is the process's name, as given to NewProcess.
+func (p *Process) Name() string { return p.name }
+
+// LogPath is the file that receives the process's output.
+func (p *Process) LogPath() string { return p.logPath }
+
+// Start runs the process. Its output is appended to its log file, so a
 // restarted process keeps the earlier log.
-func (p *process) start() error {
+func (p *Process) Start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd != nil {
-		return fmt.Errorf("%s is already running", p.name)
+		select {
+		case <-p.done: // exited by itself: may run again
+		default:
+			return fmt.Errorf("%s is already running", p.name)
+		}
 	}
 	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -60,16 +74,19 @@ func (p *process) start() error {
 	}
 	done := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
 		_ = logFile.Close()
+		p.mu.Lock()
+		p.waitErr = err
+		p.mu.Unlock()
 		close(done)
 	}()
 	p.cmd, p.done = cmd, done
 	return nil
 }
 
-// running reports whether the process has been started and not exited.
-func (p *process) running() bool {
+// Running reports whether the process has been started and not exited.
+func (p *Process) Running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil {
@@ -83,18 +100,18 @@ func (p *process) running() bool {
 	}
 }
 
-// exited returns a channel closed when the current run of the process
+// Exited returns a channel closed when the current run of the process
 // ends, or nil if it is not running.
-func (p *process) exited() <-chan struct{} {
+func (p *Process) Exited() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.done
 }
 
-// stop kills the process group with sig, waits up to grace for it to exit,
-// then kills it with SIGKILL. Stopping a process that is not running is a
-// no-op.
-func (p *process) stop(sig syscall.Signal, grace time.Duration) {
+// Stop sends sig to the process group, waits up to grace for the process
+// to exit, then kills the group with SIGKILL. Stopping a process that is
+// not running does nothing.
+func (p *Process) Stop(sig syscall.Signal, grace time.Duration) {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
@@ -117,8 +134,37 @@ func (p *process) stop(sig syscall.Signal, grace time.Duration) {
 	p.mu.Unlock()
 }
 
-// tail returns the last n lines of the process's log.
-func (p *process) tail(n int) string {
+// ExitErr is how the last run of the process ended: nil for exit code 0,
+// an *exec.ExitError otherwise. It is meaningful once Exited is closed.
+func (p *Process) ExitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waitErr
+}
+
+// Signal sends sig to the running process (SIGSTOP and SIGCONT freeze and
+// thaw it).
+func (p *Process) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// Pid returns the process ID of the running process, or 0.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Tail returns the last n lines of the process's log.
+func (p *Process) Tail(n int) string {
 	data, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
@@ -144,6 +190,6 @@ func tailLines(data []byte, n int) string {
 }
 
 // writeTail writes the tail of the log with a header.
-func (p *process) writeTail(w io.Writer, n int) {
-	_, _ = fmt.Fprintf(w, "----- %s (last %d lines of %s) -----\n%s\n", p.name, n, p.logPath, p.tail(n))
+func (p *Process) writeTail(w io.Writer, n int) {
+	_, _ = fmt.Fprintf(w, "----- %s (last %d lines of %s) -----\n%s\n", p.name, n, p.logPath, p.Tail(n))
 }

@@ -15,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+type appsDeployment = appsv1.Deployment
+
 // deployment is a one-replica Deployment of a pod that kwok runs.
 func deployment(name string, tolerations []corev1.Toleration) *appsv1.Deployment {
 	lbl := map[string]string{"app": name}
@@ -107,4 +109,25 @@ func effectiveToleration(tols []corev1.Toleration, key string) *corev1.Toleratio
 		}
 	}
 	return nil
+}
+
+// assertEffectiveSeconds checks the tolerationSeconds of the pod's
+// effective toleration for the NoExecute taint key (nil: forever).
+func assertEffectiveSeconds(t *testing.T, pod *corev1.Pod, key string, want *int64) {
+	t.Helper()
+	tol := effectiveToleration(pod.Spec.Tolerations, key)
+	if tol == nil {
+		t.Errorf("pod %s: no toleration matches %s:NoExecute; tolerations %+v", pod.Name, key, pod.Spec.Tolerations)
+		return
+	}
+	if (want == nil) != (tol.TolerationSeconds == nil) || (want != nil && *want != *tol.TolerationSeconds) {
+		t.Errorf("pod %s: effective %s toleration %s, want %s", pod.Name, key, secondsString(tol.TolerationSeconds), secondsString(want))
+	}
+}
+
+func secondsString(s *int64) string {
+	if s == nil {
+		return "forever"
+	}
+	return fmt.Sprintf("%ds", *s)
 }

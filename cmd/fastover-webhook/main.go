@@ -1,0 +1,117 @@
+// Command fastover-webhook serves fastover's mutating admission webhook:
+// pods of namespaces labelled fastover.io/inject=enabled get an
+// unreachable:NoExecute toleration of --toleration-seconds (0 by default).
+//
+// It needs no access to the API server: the API server calls it.
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fastover/fastover/webhook"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "fastover-webhook:", err)
+		os.Exit(1)
+	}
+}
+
+// optionalSeconds is a flag that is either unset or a non-negative number
+// of seconds.
+type optionalSeconds struct{ v *int64 }
+
+func (o *optionalSeconds) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return strconv.FormatInt(*o.v, 10)
+}
+
+func (o *optionalSeconds) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a non-negative integer, got %q", s)
+	}
+	o.v = &n
+	return nil
+}
+
+// config is the parsed command line.
+type config struct {
+	opts webhook.Options
+	zap  zap.Options
+}
+
+func parseFlags(args []string, out io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("fastover-webhook", flag.ContinueOnError)
+	fs.SetOutput(out)
+	c := &config{}
+	rule := webhook.DefaultRule()
+	var notReady optionalSeconds
+	tlsMin := "1.2"
+	fs.StringVar(&c.opts.Host, "host", "", "address the webhook binds to (default: all)")
+	fs.IntVar(&c.opts.Port, "port", 9443, "port of the webhook's HTTPS server")
+	fs.StringVar(&c.opts.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs",
+		"directory with tls.crt and tls.key; new files are picked up without a restart")
+	fs.StringVar(&tlsMin, "tls-min-version", tlsMin, "lowest TLS version accepted: 1.2 or 1.3")
+	fs.BoolVar(&c.opts.EnableHTTP2, "enable-http2", false, "serve HTTP/2 as well as HTTP/1.1")
+	fs.StringVar(&c.opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	fs.StringVar(&c.opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" disables them)`)
+	fs.Int64Var(&rule.TolerationSeconds, "toleration-seconds", rule.TolerationSeconds,
+		"tolerationSeconds of the effective node.kubernetes.io/unreachable:NoExecute toleration")
+	fs.Var(&notReady, "not-ready-toleration-seconds",
+		"if set, the same for node.kubernetes.io/not-ready:NoExecute (unset: not-ready is left alone)")
+	fs.Int64Var(&rule.DefaultTolerationSeconds, "default-toleration-seconds", rule.DefaultTolerationSeconds,
+		"the API server's --default-unreachable-toleration-seconds: a toleration with this value is its default and is rewritten")
+	c.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch tlsMin {
+	case "1.2":
+		c.opts.TLSMinVersion = tls.VersionTLS12
+	case "1.3":
+		c.opts.TLSMinVersion = tls.VersionTLS13
+	default:
+		return nil, fmt.Errorf("--tls-min-version: want 1.2 or 1.3, got %q", tlsMin)
+	}
+	rule.NotReadyTolerationSeconds = notReady.v
+	if err := rule.Validate(); err != nil {
+		return nil, err
+	}
+	c.opts.Rule = &rule
+	return c, nil
+}
+
+func run(args []string, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	logf.SetLogger(zap.New(zap.UseFlagOptions(&c.zap), zap.WriteTo(stderr)))
+	srv, err := webhook.NewServer(c.opts)
+	if err != nil {
+		return err
+	}
+	// SIGTERM or SIGINT: stop accepting, answer what is in flight, exit.
+	return srv.Start(signals.SetupSignalHandler())
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"crypto/tls"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseFlagsDefaults(t *testing.T) {
+	c, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 9443, c.opts.Port)
+	assert.Equal(t, ":8080", c.opts.MetricsBindAddress)
+	assert.Equal(t, ":8081", c.opts.HealthProbeBindAddress)
+	assert.Equal(t, uint16(tls.VersionTLS12), c.opts.TLSMinVersion)
+	assert.False(t, c.opts.EnableHTTP2)
+	assert.Equal(t, int64(0), c.opts.Rule.TolerationSeconds)
+	assert.Nil(t, c.opts.Rule.NotReadyTolerationSeconds)
+	assert.Equal(t, int64(300), c.opts.Rule.DefaultTolerationSeconds)
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"--toleration-seconds=5", "--not-ready-toleration-seconds=0", "--cert-dir=/c", "--tls-min-version=1.3"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), c.opts.Rule.TolerationSeconds)
+	require.NotNil(t, c.opts.Rule.NotReadyTolerationSeconds)
+	assert.Equal(t, int64(0), *c.opts.Rule.NotReadyTolerationSeconds)
+	assert.Equal(t, "/c", c.opts.CertDir)
+	assert.Equal(t, uint16(tls.VersionTLS13), c.opts.TLSMinVersion)
+}
+
+func TestParseFlagsErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--toleration-seconds=-1"},
+		{"--not-ready-toleration-seconds=-2"},
+		{"--not-ready-toleration-seconds=soon"},
+		{"--tls-min-version=1.1"},
+		{"--no-such-flag"},
+		{"extra"},
+	} {
+		_, err := parseFlags(args, io.Discard)
+		assert.Error(t, err, "%v", args)
+	}
+}

@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fastover/fastover/tests/cluster"
+)
+
+// app names a one-replica Deployment.
+type app struct{ ns, name string }
+
+// nodeLoss makes node vanish while fast's and slow's pods run on it, and
+// checks the behaviour fastover exists for: fast's pod is replaced on
+// another node within grace + 10s; at that deadline slow's pod is still
+// bound to the dead node, not evicted, not replaced. It logs the measured
+// times.
+func nodeLoss(ctx context.Context, t *testing.T, env *cluster.Env, node string, grace time.Duration, fast, slow app) {
+	t.Helper()
+	c := env.Client
+	fastPod := waitRunning(ctx, t, c, fast.ns, fast.name, 60*time.Second)
+	slowPod := waitRunning(ctx, t, c, slow.ns, slow.name, 60*time.Second)
+	if fastPod.Spec.NodeName != node || slowPod.Spec.NodeName != node {
+		t.Fatalf("pods not on %s: fast on %q, slow on %q", node, fastPod.Spec.NodeName, slowPod.Spec.NodeName)
+	}
+
+	if err := env.StopNode(node); err != nil {
+		t.Fatal(err)
+	}
+	lost := time.Now()
+	t.Logf("%s vanished (kwok killed); grace period %v", node, grace)
+
+	deadline := lost.Add(grace + 10*time.Second)
+	var replaced, unknown, tainted time.Duration
+	for replaced == 0 {
+		now := time.Now()
+		if now.After(deadline) {
+			pods, _ := podsOf(ctx, c, fast.ns, fast.name)
+			t.Fatalf("%s/%s not replaced within grace + 10s (%v): %s", fast.ns, fast.name, deadline.Sub(lost), describePods(pods))
+		}
+		if unknown == 0 || tainted == 0 {
+			if n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
+				if unknown == 0 && readyStatus(n) == corev1.ConditionUnknown {
+					unknown = now.Sub(lost)
+				}
+				if tainted == 0 && hasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) {
+					tainted = now.Sub(lost)
+				}
+			}
+		}
+		pods, err := podsOf(ctx, c, fast.ns, fast.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := runningPod(pods, node); p != nil {
+			replaced = now.Sub(lost)
+			t.Logf("%s/%s (0s toleration) replaced: %s runs on %s, %.1fs after the node vanished (node Unknown after %.1fs, tainted unreachable:NoExecute after %.1fs)",
+				fast.ns, fast.name, p.Name, p.Spec.NodeName, replaced.Seconds(), unknown.Seconds(), tainted.Seconds())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The slow pod is checked at the deadline the fast one had to meet.
+	time.Sleep(time.Until(deadline))
+	pods, err := podsOf(ctx, c, slow.ns, slow.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 1 || pods[0].UID != slowPod.UID || pods[0].Spec.NodeName != node || pods[0].DeletionTimestamp != nil {
+		t.Fatalf("%s/%s (300s toleration) should still be bound to %s, not evicted, not replaced: %s", slow.ns, slow.name, node, describePods(pods))
+	}
+	t.Logf("%s/%s (default 300s toleration) still bound to %s %.1fs after the node vanished; it would be evicted about %v after the taint",
+		slow.ns, slow.name, node, time.Since(lost).Seconds(), 300*time.Second)
+}
+
+func readyStatus(node *corev1.Node) corev1.ConditionStatus {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func hasTaint(node *corev1.Node, key string, effect corev1.TaintEffect) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/certs"
+	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/webhook"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// binary builds one of fastover's commands once per test run and returns
+// its path.
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "fastover-e2e-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", buildDir+"/", "github.com/fastover/fastover/cmd/...")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, name)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// webhookServer is a fastover-webhook process with certificates from a CA
+// the test made.
+type webhookServer struct {
+	proc    *cluster.Process
+	addr    string // host:port of the TLS server
+	health  string // base URL of the probes
+	metrics string // URL of /metrics
+	certDir string
+	ca      *certs.CA
+	serial  *big.Int // of the certificate written last
+}
+
+func startWebhook(t *testing.T, env *cluster.Env, args ...string) *webhookServer {
+	t.Helper()
+	ports, err := cluster.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := certs.NewCA("fastover-e2e-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &webhookServer{
+		addr:    "127.0.0.1:" + strconv.Itoa(ports[0]),
+		health:  "http://127.0.0.1:" + strconv.Itoa(ports[1]),
+		metrics: "http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/metrics",
+		certDir: filepath.Join(t.TempDir(), "certs"),
+		ca:      ca,
+	}
+	w.rotate(t)
+	w.proc, err = env.StartProcess("fastover-webhook", binary(t, "fastover-webhook"), append([]string{
+		"--host=127.0.0.1",
+		"--port=" + strconv.Itoa(ports[0]),
+		"--cert-dir=" + w.certDir,
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[2]),
+	}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-w.proc.Exited():
+			return false, fmt.Errorf("fastover-webhook exited: %s", w.proc.Tail(20))
+		default:
+		}
+		resp, err := http.Get(w.health + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("fastover-webhook not ready: %v", err)
+	}
+	return w
+}
+
+// rotate writes a new serving certificate from the same CA.
+func (w *webhookServer) rotate(t *testing.T) {
+	t.Helper()
+	kp, err := w.ca.Issue([]string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := certs.WriteDir(w.certDir, kp, w.ca); err != nil {
+		t.Fatal(err)
+	}
+	w.serial = kp.Serial
+}
+
+// servedSerial opens a new TLS connection and returns the serial of the
+// certificate the webhook presents, verified against the CA.
+func (w *webhookServer) servedSerial() (*big.Int, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(w.ca.CertPEM)
+	conn, err := tls.Dial("tcp", w.addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = conn.Close() }()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
+}
+
+// register makes the API server call the webhook for pod CREATEs in
+// labelled namespaces, and waits until it does.
+func (w *webhookServer) register(ctx context.Context, t *testing.T, env *cluster.Env, policy admissionregistrationv1.FailurePolicyType) {
+	t.Helper()
+	url := "https://" + w.addr + webhook.Path
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "fastover"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:         "pods.fastover.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: w.ca.CertPEM},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+				},
+			}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}},
+			FailurePolicy:           &policy,
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
+			TimeoutSeconds:          ptr.To[int32](5),
+		}},
+	}
+	if _, err := env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("register webhook: %v", err)
+	}
+	// The API server picks the configuration up asynchronously: probe with
+	// dry-run pods until one comes back injected.
+	const probeNS = "fastover-probe"
+	if err := env.CreateNamespace(ctx, probeNS, injectLabel()); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pod, err := env.Client.CoreV1().Pods(probeNS).Create(ctx, bare("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && pod.Annotations[webhook.AnnotationInjected] != "", nil
+	})
+	if err != nil {
+		t.Fatalf("the API server does not call the webhook: %v", err)
+	}
+}
+
+func injectLabel() map[string]string {
+	return map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}
+}
+
+// bare is a pod with no tolerations of its own.
+func bare(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+}
+
+// scrape returns the value of a metric series from the webhook's /metrics,
+// named as in the exposition format (name{labels}), or -1 if absent.
+func (w *webhookServer) scrape(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(w.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", series, err)
+			}
+			return f
+		}
+	}
+	return -1
+}

@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/webhook"
+)
+
+// TestWebhookInjection runs fastover-webhook behind the real API server's
+// admission chain and checks, for each kind of pod, the effective
+// tolerations the taint-eviction controller would apply.
+func TestWebhookInjection(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{Nodes: []string{"node-a"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wh := startWebhook(t, env)
+	wh.register(ctx, t, env, admissionregistrationv1.Fail)
+	c := env.Client
+
+	const on, off = "injected", "plain"
+	require.NoError(t, env.CreateNamespace(ctx, on, injectLabel()))
+	require.NoError(t, env.CreateNamespace(ctx, off, nil))
+
+	create := func(t *testing.T, ns string, pod *corev1.Pod) *corev1.Pod {
+		t.Helper()
+		got, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return got
+	}
+	withAnnotation := func(name, key, value string) *corev1.Pod {
+		p := bare(name)
+		p.Annotations[key] = value
+		return p
+	}
+
+	t.Run("pod in a labelled namespace", func(t *testing.T) {
+		pod := create(t, on, bare("direct"))
+		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](0))
+		assertEffectiveSeconds(t, pod, corev1.TaintNodeNotReady, ptr.To[int64](300))
+		assert.Equal(t, "unreachable=0s", pod.Annotations[webhook.AnnotationInjected])
+	})
+	t.Run("pod in an unlabelled namespace", func(t *testing.T) {
+		pod := create(t, off, bare("direct"))
+		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](300))
+		assert.NotContains(t, pod.Annotations, webhook.AnnotationInjected)
+	})
+	t.Run("deployments", func(t *testing.T) {
+		for ns, want := range map[string]int64{on: 0, off: 300} {
+			_, err := c.AppsV1().Deployments(ns).Create(ctx, deployment("web", nil), metav1.CreateOptions{})
+			require.NoError(t, err)
+			pod := waitRunning(ctx, t, c, ns, "web", time.Minute)
+			assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To(want))
+		}
+	})
+	t.Run("DaemonSet pods are left alone", func(t *testing.T) {
+		lbl := map[string]string{"app": "agent"}
+		ds := &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+			Spec: appsv1.DaemonSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: lbl},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: bare("").Spec},
+			},
+		}
+		_, err := c.AppsV1().DaemonSets(on).Create(ctx, ds, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pod := waitRunning(ctx, t, c, on, "agent", time.Minute)
+		// The DaemonSet controller's own toleration: forever.
+		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, nil)
+		assert.NotContains(t, pod.Annotations, webhook.AnnotationInjected)
+	})
+	t.Run("opt-out", func(t *testing.T) {
+		pod := create(t, on, withAnnotation("opted-out", webhook.AnnotationInject, "false"))
+		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](300))
+		assert.NotContains(t, pod.Annotations, webhook.AnnotationInjected)
+	})
+	t.Run("override", func(t *testing.T) {
+		pod := create(t, on, withAnnotation("override", webhook.AnnotationTolerationSeconds, "30"))
+		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](30))
+		assert.Equal(t, "unreachable=30s", pod.Annotations[webhook.AnnotationInjected])
+	})
+	t.Run("invalid override is denied with its reason", func(t *testing.T) {
+		_, err := c.CoreV1().Pods(on).Create(ctx, withAnnotation("bad", webhook.AnnotationTolerationSeconds, "soon"), metav1.CreateOptions{})
+		require.Error(t, err)
+		assert.True(t, apierrors.IsForbidden(err), "%v", err)
+		assert.Contains(t, err.Error(), `admission webhook "pods.fastover.io" denied the request`)
+		assert.Contains(t, err.Error(), webhook.AnnotationTolerationSeconds)
+		assert.Contains(t, err.Error(), "non-negative integer")
+		t.Logf("the client sees: %v", err)
+	})
+	t.Run("user's toleration is kept", func(t *testing.T) {
+		p := bare("user")
+		p.Spec.Tolerations = []corev1.Toleration{{
+			Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](600),
+		}}
+		pod := create(t, on, p)
+		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](600))
+		assert.Equal(t, "unreachable=user:600s", pod.Annotations[webhook.AnnotationInjected])
+	})
+	t.Run("dry run", func(t *testing.T) {
+		pod, err := c.CoreV1().Pods(on).Create(ctx, bare("dry"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		require.NoError(t, err)
+		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](0))
+		assert.Equal(t, "unreachable=0s", pod.Annotations[webhook.AnnotationInjected])
+		_, err = c.CoreV1().Pods(on).Get(ctx, "dry", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "a dry-run pod is not stored: %v", err)
+	})
+	t.Run("metrics", func(t *testing.T) {
+		assert.GreaterOrEqual(t, wh.scrape(t, "fastover_webhook_pods_mutated_total"), 3.0)
+		assert.Equal(t, 1.0, wh.scrape(t, "fastover_webhook_pods_denied_total"))
+		assert.Equal(t, 1.0, wh.scrape(t, `fastover_webhook_pods_skipped_total{reason="opt-out"}`))
+		assert.GreaterOrEqual(t, wh.scrape(t, `fastover_webhook_pods_skipped_total{reason="daemonset"}`), 1.0)
+		assert.GreaterOrEqual(t, wh.scrape(t, `fastover_webhook_pods_unchanged_total`), 1.0)
+		assert.Positive(t, wh.scrape(t, `controller_runtime_webhook_requests_total{code="200",webhook="/mutate-v1-pod"}`))
+	})
+	t.Run("graceful shutdown on SIGTERM", func(t *testing.T) {
+		require.NoError(t, wh.proc.Signal(syscall.SIGTERM))
+		select {
+		case <-wh.proc.Exited():
+			assert.NoError(t, wh.proc.ExitErr(), "exit status after SIGTERM")
+		case <-time.After(15 * time.Second):
+			t.Fatal("fastover-webhook still running 15s after SIGTERM")
+		}
+	})
+}
+
+// TestWebhookNodeLoss is the point of it all, through the real admission
+// chain: two Deployments with no tolerations of their own, one in a
+// labelled namespace, on the same node; the node vanishes; the injected pod
+// is replaced within grace + 10s, the other stays.
+func TestWebhookNodeLoss(t *testing.T) {
+	const grace = 10 * time.Second
+	env := cluster.Start(t, cluster.Options{NodeMonitorGracePeriod: grace, Nodes: []string{"node-a"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wh := startWebhook(t, env)
+	// As installed: a webhook outage must never block pod creation.
+	wh.register(ctx, t, env, admissionregistrationv1.Ignore)
+
+	require.NoError(t, env.CreateNamespace(ctx, "labelled", injectLabel()))
+	require.NoError(t, env.CreateNamespace(ctx, "unlabelled", nil))
+	for _, ns := range []string{"labelled", "unlabelled"} {
+		_, err := env.Client.AppsV1().Deployments(ns).Create(ctx, deployment("app", nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	assertEffectiveSeconds(t, waitRunning(ctx, t, env.Client, "labelled", "app", time.Minute), corev1.TaintNodeUnreachable, ptr.To[int64](0))
+	assertEffectiveSeconds(t, waitRunning(ctx, t, env.Client, "unlabelled", "app", time.Minute), corev1.TaintNodeUnreachable, ptr.To[int64](300))
+	env.AddNodes(t, "node-b")
+
+	nodeLoss(ctx, t, env, "node-a", grace, app{"labelled", "app"}, app{"unlabelled", "app"})
+}
+
+// TestWebhookCertRotation replaces the webhook's certificate files while a
+// client keeps creating pods through the API server, with failurePolicy
+// Fail so that any failed admission is an error: none may fail, and new
+// TLS handshakes present the new certificate, without a restart.
+func TestWebhookCertRotation(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wh := startWebhook(t, env)
+	wh.register(ctx, t, env, admissionregistrationv1.Fail)
+	const ns = "rotation"
+	require.NoError(t, env.CreateNamespace(ctx, ns, injectLabel()))
+	oldSerial := wh.serial
+	pid := wh.proc.Pid()
+
+	var (
+		mu              sync.Mutex
+		created, failed int
+		notInjected     []string
+		errs            []string
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := bare("p")
+			p.Name = ""
+			p.GenerateName = "p-"
+			pod, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			mu.Lock()
+			switch {
+			case err != nil:
+				failed++
+				errs = append(errs, err.Error())
+			case pod.Annotations[webhook.AnnotationInjected] != "unreachable=0s":
+				notInjected = append(notInjected, pod.Name)
+			default:
+				created++
+			}
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return created }
+
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return count() >= 20, nil }))
+	// Three rotations; after each, new handshakes must present the new
+	// certificate and admissions must go on through it.
+	const rotations = 3
+	before := count()
+	var pickups []string
+	for range rotations {
+		wh.rotate(t)
+		rotated := time.Now()
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			serial, err := wh.servedSerial()
+			return err == nil && serial.Cmp(wh.serial) == 0, nil
+		}), "new handshakes never presented the new certificate")
+		pickups = append(pickups, fmt.Sprintf("%dms", time.Since(rotated).Milliseconds()))
+		atSwitch := count()
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true,
+			func(context.Context) (bool, error) { return count() >= atSwitch+20, nil }))
+	}
+	close(stop)
+	<-done
+
+	assert.NotEqual(t, oldSerial, wh.serial)
+	assert.Equal(t, pid, wh.proc.Pid(), "the webhook was not restarted")
+	assert.Zero(t, failed, "failed admissions: %s", strings.Join(errs, "; "))
+	assert.Empty(t, notInjected, "pods admitted without injection")
+	t.Logf("rotation: %d pods admitted before the first rotation, %d during and after %d rotations, 0 failed; new certificate served %s after the files changed",
+		before, count()-before, rotations, strings.Join(pickups, ", "))
+}
