@@ -45,6 +45,22 @@ e2e: ## end-to-end tests on a local control plane
 .PHONY: test
 test: tools fmt-check vet lint unit e2e ## everything CI runs: tools, gofmt, vet, lint, unit and e2e tests
 
+BENCH_COUNT ?= 6
+
+.PHONY: bench
+bench: ## benchmarks: the webhook handler against the controller-runtime idiom, then the webhook under load over HTTPS
+	@tests/tools/build.sh bench
+	@mkdir -p $(BIN)/bench
+	go build -o $(BIN)/fastover-webhook ./cmd/fastover-webhook
+	go test -run '^$$' -bench '^BenchmarkHandle' -benchmem -count $(BENCH_COUNT) ./webhook/ | tee $(BIN)/bench/webhook.txt
+	@echo
+	@$(BIN)/benchstat $(BIN)/bench/webhook.txt
+	@awk '$$1 ~ /^BenchmarkHandle/ { n = $$1; sub(/-[0-9]+$$/, "", n); ns[n] += $$3; al[n] += $$(NF-1); c[n]++ } \
+		END { f = "BenchmarkHandle"; i = "BenchmarkHandleControllerRuntimeIdiom"; \
+		printf "\nfastover handler vs controller-runtime idiom (means of %d runs): %.1fx faster, %.1fx fewer allocations\n\n", \
+		c[f], (ns[i]/c[i])/(ns[f]/c[f]), (al[i]/c[i])/(al[f]/c[f]) }' $(BIN)/bench/webhook.txt
+	go run ./tests/bench/webhookload -webhook $(BIN)/fastover-webhook -pod webhook/testdata/pod.json
+
 .PHONY: clean
 clean: ## remove bin/
 	rm -rf $(BIN)

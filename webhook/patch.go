@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/json"
 )
 
 // PodDocument is a pod read from its JSON: the fields the rule needs, and
@@ -35,11 +35,13 @@ type podJSON struct {
 	} `json:"spec"`
 }
 
-// DecodePod reads a pod's JSON as the API server would (field names are
-// case-sensitive, the last of duplicate keys wins).
+// DecodePod reads the fields the rule needs from a pod's JSON and skips the
+// rest without decoding it. It is strict: field names are case-sensitive,
+// as the API server reads them, and duplicate names are an error (the API
+// server, which re-encodes every object, never sends them).
 func DecodePod(raw []byte) (PodDocument, error) {
 	var p *podJSON
-	if err := json.UnmarshalCaseSensitivePreserveInts(raw, &p); err != nil {
+	if err := jsonv2.Unmarshal(raw, &p); err != nil {
 		return PodDocument{}, fmt.Errorf("decode pod: %w", err)
 	}
 	if p == nil {

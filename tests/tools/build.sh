@@ -4,7 +4,8 @@
 # only when its module's go.mod or go.sum, or the way it is built, changes
 # (or an output is missing); a stamp in bin/.stamps records what was built.
 #
-# Usage: tests/tools/build.sh [GROUP...]   (groups: kube etcd kwok lint)
+# Usage: tests/tools/build.sh [GROUP...]   (groups: kube etcd kwok lint bench;
+# no group means all but bench)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,6 +28,7 @@ declare -A recipe=(
 	[etcd]="-s -w"
 	[kwok]="-s -w $kwok_stages"
 	[lint]=""
+	[bench]=""
 )
 
 # stamp GROUP: a digest of what decides the group's build.
@@ -109,13 +111,23 @@ build_lint() {
 	done_group lint
 }
 
+build_bench() {
+	if fresh bench benchstat; then
+		step "benchstat: up to date"
+		return
+	fi
+	step "building benchstat"
+	(cd "$tools/bench" && go build -o "$bin/benchstat" golang.org/x/perf/cmd/benchstat)
+	done_group bench
+}
+
 groups=("$@")
 [[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube lint)
 for g in "${groups[@]}"; do
 	case "$g" in
-	kube | etcd | kwok | lint) "build_$g" ;;
+	kube | etcd | kwok | lint | bench) "build_$g" ;;
 	*)
-		echo "unknown tool group: $g (want kube, etcd, kwok or lint)" >&2
+		echo "unknown tool group: $g (want kube, etcd, kwok, lint or bench)" >&2
 		exit 2
 		;;
 	esac
