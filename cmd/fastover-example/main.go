@@ -1,0 +1,179 @@
+// Command fastover-example is a small highly available "controller" built
+// on fastover's leader library: run several replicas; one is the leader and
+// the only endpoint of the selector-less Service, the others stand by.
+//
+// It serves GET / (its identity, one line), /healthz (the election's
+// liveness check), /readyz (ready once the election runs, standbys too) and
+// /metrics. SIGTERM hands leadership over; a lost Lease makes it exit with
+// status 1, to be restarted as a fresh standby.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/leader"
+)
+
+func main() {
+	err := run(os.Args[1:], os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, leader.ErrLeadershipLost):
+		fmt.Fprintln(os.Stderr, "fastover-example:", err, "(exiting, to be restarted as a standby)")
+		os.Exit(1)
+	default:
+		fmt.Fprintln(os.Stderr, "fastover-example:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	kubeconfig     string
+	namespace      string
+	service        string
+	lease          string
+	id             string
+	address        string
+	listen         string
+	port           int
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
+	removeSelector bool
+}
+
+func parseFlags(args []string, out io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("fastover-example", flag.ContinueOnError)
+	fs.SetOutput(out)
+	o := &options{}
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease and the Service (default $POD_NAMESPACE)")
+	fs.StringVar(&o.service, "service", "", "selector-less Service the leader publishes itself in (empty: election only)")
+	fs.StringVar(&o.lease, "lease", "fastover-example", "name of the Lease")
+	fs.StringVar(&o.id, "id", "", "identity of this replica (default $POD_NAME, else the host name)")
+	fs.StringVar(&o.address, "address", os.Getenv("POD_IP"), "IP address published in the EndpointSlice (default $POD_IP)")
+	fs.StringVar(&o.listen, "listen", "", "address the HTTP server binds (default :<port>)")
+	fs.IntVar(&o.port, "port", 8080, "port published in the EndpointSlice")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", leader.DefaultLeaseDuration, "lease duration")
+	fs.DurationVar(&o.renewDeadline, "renew-deadline", leader.DefaultRenewDeadline, "renew deadline")
+	fs.DurationVar(&o.retryPeriod, "retry-period", leader.DefaultRetryPeriod, "retry period")
+	fs.BoolVar(&o.removeSelector, "remove-selector", false, "let the leader remove the Service's selector (migration from a selector Service)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.namespace == "" {
+		return nil, errors.New("--namespace is required (or POD_NAMESPACE)")
+	}
+	if o.port < 1 || o.port > 65535 {
+		return nil, fmt.Errorf("--port %d: want 1-65535", o.port)
+	}
+	if o.listen == "" {
+		o.listen = ":" + strconv.Itoa(o.port)
+	}
+	return o, nil
+}
+
+func run(args []string, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	restConfig, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := leader.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	cfg := leader.Config{
+		Client:         client,
+		Namespace:      o.namespace,
+		LeaseName:      o.lease,
+		Identity:       o.id,
+		LeaseDuration:  o.leaseDuration,
+		RenewDeadline:  o.renewDeadline,
+		RetryPeriod:    o.retryPeriod,
+		Service:        o.service,
+		Address:        o.address,
+		RemoveSelector: o.removeSelector,
+		Metrics:        metrics,
+		Logger:         klog.Background(),
+	}
+	if o.service != "" {
+		cfg.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(o.port))}}
+	}
+	elector, err := leader.New(cfg)
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, elector.Identity())
+	})
+	mux.HandleFunc("GET /healthz", probe(elector.Check))
+	mux.HandleFunc("GET /readyz", probe(elector.Ready))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	l, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	klog.InfoS("fastover-example started", "identity", elector.Identity(), "listen", l.Addr().String(), "service", o.service)
+	return elector.Run(ctx, func(ctx context.Context) error {
+		// The controller's work: here, to be the leader until told to
+		// stop.
+		klog.InfoS("working as the leader", "identity", elector.Identity())
+		<-ctx.Done()
+		return nil
+	})
+}
+
+func probe(check func(*http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := check(r); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}
+}

@@ -1,0 +1,263 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/utils/ptr"
+)
+
+// AnnotationIdentity on the leader's EndpointSlice names the leader.
+const AnnotationIdentity = "fastover.io/leader-identity"
+
+// ErrServiceHasSelector is returned (wrapped) while the Service still has a
+// selector and RemoveSelector is off.
+var ErrServiceHasSelector = errors.New("the Service has a selector")
+
+// publisher makes the leader the only endpoint of the Service: one
+// EndpointSlice of its own, no other slice, no stale Endpoints object. Its
+// reads come from the informers' caches; its writes use optimistic
+// concurrency and happen only while leading() holds.
+type publisher struct {
+	cfg      *Config
+	log      logr.Logger
+	leading  func() bool
+	services corelisters.ServiceNamespaceLister
+	slices   discoverylisters.EndpointSliceNamespaceLister
+}
+
+// sliceName is the name of the leader's EndpointSlice; every leader writes
+// the same one, so a handover replaces the address in place.
+func (p *publisher) sliceName() string {
+	name := p.cfg.Service + "-fastover"
+	if len(name) > 253 {
+		name = name[:253]
+	}
+	return name
+}
+
+// mirroringController is the managed-by value of the slices that the
+// endpointslicemirroring controller makes from Endpoints objects.
+const mirroringController = "endpointslicemirroring-controller.k8s.io"
+
+// errNotLeading stops a reconcile when this replica may no longer write.
+var errNotLeading = errors.New("not the leader any more")
+
+// reconcile brings the Service's endpoints to the leader alone: its slice
+// written (or already right), every other slice deleted, and, on the
+// term's first pass or when a mirrored slice shows one is back, the
+// Service's stale Endpoints object deleted.
+func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
+	svc, err := p.services.Get(p.cfg.Service)
+	if err != nil {
+		return fmt.Errorf("service %s/%s: %w", p.cfg.Namespace, p.cfg.Service, err)
+	}
+	if len(svc.Spec.Selector) > 0 {
+		if !p.cfg.RemoveSelector {
+			msg := fmt.Sprintf("Service %s/%s has a selector (%s): its endpoints are managed by the endpointslice controller, so fastover cannot publish the leader as its only endpoint. Remove the selector (kubectl -n %s patch service %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/spec/selector\"}]') or let the leader do it (RemoveSelector, --remove-selector in the example).",
+				p.cfg.Namespace, p.cfg.Service, metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: svc.Spec.Selector}), p.cfg.Namespace, p.cfg.Service)
+			if p.cfg.EventRecorder != nil {
+				p.cfg.EventRecorder.Event(svc, corev1.EventTypeWarning, "ServiceHasSelector", msg)
+			}
+			return fmt.Errorf("%w: %s", ErrServiceHasSelector, msg)
+		}
+		if err := p.removeSelector(ctx, svc); err != nil {
+			return err
+		}
+	}
+
+	want := p.desiredSlice(svc)
+	have, err := p.slices.Get(want.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		if !p.leading() {
+			return errNotLeading
+		}
+		if _, err := p.cfg.Client.DiscoveryV1().EndpointSlices(p.cfg.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create EndpointSlice %s: %w", want.Name, err)
+		}
+	case err != nil:
+		return err
+	case !sliceUpToDate(have, want):
+		if !p.leading() {
+			return errNotLeading
+		}
+		update := have.DeepCopy()
+		update.Labels, update.Annotations, update.OwnerReferences = want.Labels, want.Annotations, want.OwnerReferences
+		update.AddressType, update.Endpoints, update.Ports = want.AddressType, want.Endpoints, want.Ports
+		// have's resourceVersion: a conflict means another writer, and
+		// the next reconcile sees its version.
+		if _, err := p.cfg.Client.DiscoveryV1().EndpointSlices(p.cfg.Namespace).Update(ctx, update, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update EndpointSlice %s: %w", want.Name, err)
+		}
+	}
+
+	// Every other slice of the Service goes: the endpointslice
+	// controller's leftovers, the mirroring controller's, anything else.
+	others, err := p.slices.List(labelsForService(p.cfg.Service))
+	if err != nil {
+		return err
+	}
+	mirrored := false
+	for _, s := range others {
+		if s.Name == want.Name {
+			continue
+		}
+		mirrored = mirrored || s.Labels[discoveryv1.LabelManagedBy] == mirroringController
+		if !p.leading() {
+			return errNotLeading
+		}
+		err := p.cfg.Client.DiscoveryV1().EndpointSlices(p.cfg.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &s.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete stale EndpointSlice %s: %w", s.Name, err)
+		}
+		p.log.Info("deleted a stale EndpointSlice", "slice", s.Name, "managedBy", s.Labels[discoveryv1.LabelManagedBy])
+	}
+
+	// The mirroring controller mirrors an Endpoints object: where it did,
+	// that object goes too, or the mirrored slice would come back.
+	if cleanEndpoints || mirrored {
+		if err := p.deleteStaleEndpoints(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeSelector is the migration step RemoveSelector allows.
+func (p *publisher) removeSelector(ctx context.Context, svc *corev1.Service) error {
+	if !p.leading() {
+		return errNotLeading
+	}
+	// The test op makes the patch fail if the Service changed since it was
+	// read, instead of removing a selector someone just set.
+	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/resourceVersion","value":%q},{"op":"remove","path":"/spec/selector"}]`, svc.ResourceVersion)
+	if _, err := p.cfg.Client.CoreV1().Services(p.cfg.Namespace).Patch(ctx, svc.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("remove the selector of Service %s/%s: %w", p.cfg.Namespace, svc.Name, err)
+	}
+	p.log.Info("removed the Service's selector", "service", svc.Name, "selector", svc.Spec.Selector)
+	if p.cfg.EventRecorder != nil {
+		p.cfg.EventRecorder.Eventf(svc, corev1.EventTypeNormal, "SelectorRemoved",
+			"fastover removed the selector %v: the leader publishes itself as the only endpoint", svc.Spec.Selector)
+	}
+	return nil
+}
+
+// deleteStaleEndpoints deletes the Service's Endpoints object, left by the
+// endpoints controller from selector days: for a Service without selector,
+// the mirroring controller would turn it into an EndpointSlice again.
+func (p *publisher) deleteStaleEndpoints(ctx context.Context) error {
+	if !p.leading() {
+		return errNotLeading
+	}
+	err := p.cfg.Client.CoreV1().Endpoints(p.cfg.Namespace).Delete(ctx, p.cfg.Service, metav1.DeleteOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("delete stale Endpoints %s: %w", p.cfg.Service, err)
+	}
+	p.log.Info("deleted the Service's stale Endpoints object", "service", p.cfg.Service)
+	return nil
+}
+
+// withdraw deletes the leader's slice, the version this replica last saw,
+// on a planned stop. It never deletes a newer leader's slice: the slice is
+// deleted only while this replica leads, and only with the UID and
+// resourceVersion it has.
+func (p *publisher) withdraw(ctx context.Context) error {
+	have, err := p.slices.Get(p.sliceName())
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if have.Annotations[AnnotationIdentity] != p.cfg.Identity {
+		return nil
+	}
+	if !p.leading() {
+		return errNotLeading
+	}
+	err = p.cfg.Client.DiscoveryV1().EndpointSlices(p.cfg.Namespace).Delete(ctx, have.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion},
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("withdraw EndpointSlice %s: %w", have.Name, err)
+	}
+	return nil
+}
+
+func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice {
+	addr, _ := netip.ParseAddr(p.cfg.Address) // validated
+	addrType := discoveryv1.AddressTypeIPv4
+	if addr.Is6() && !addr.Is4In6() {
+		addrType = discoveryv1.AddressTypeIPv6
+	}
+	ep := discoveryv1.Endpoint{
+		Addresses: []string{addr.Unmap().String()},
+		Conditions: discoveryv1.EndpointConditions{
+			Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false),
+		},
+	}
+	if p.cfg.PodName != "" {
+		ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: p.cfg.Namespace, Name: p.cfg.PodName}
+	}
+	if p.cfg.NodeName != "" {
+		ep.NodeName = ptr.To(p.cfg.NodeName)
+	}
+	ports := p.cfg.Ports
+	if len(ports) == 0 {
+		for _, sp := range svc.Spec.Ports {
+			port := sp.Port
+			if sp.TargetPort.IntVal != 0 {
+				port = sp.TargetPort.IntVal
+			}
+			ports = append(ports, discoveryv1.EndpointPort{
+				Name: ptr.To(sp.Name), Port: ptr.To(port), Protocol: ptr.To(sp.Protocol), AppProtocol: sp.AppProtocol,
+			})
+		}
+	}
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      p.sliceName(),
+			Namespace: p.cfg.Namespace,
+			Labels: map[string]string{
+				discoveryv1.LabelServiceName: svc.Name,
+				discoveryv1.LabelManagedBy:   ManagedBy,
+			},
+			Annotations: map[string]string{AnnotationIdentity: p.cfg.Identity},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		AddressType: addrType,
+		Endpoints:   []discoveryv1.Endpoint{ep},
+		Ports:       ports,
+	}
+}
+
+func sliceUpToDate(have, want *discoveryv1.EndpointSlice) bool {
+	return have.Labels[discoveryv1.LabelServiceName] == want.Labels[discoveryv1.LabelServiceName] &&
+		have.Labels[discoveryv1.LabelManagedBy] == want.Labels[discoveryv1.LabelManagedBy] &&
+		len(have.Labels) == len(want.Labels) &&
+		have.Annotations[AnnotationIdentity] == want.Annotations[AnnotationIdentity] &&
+		have.AddressType == want.AddressType &&
+		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
+		apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) &&
+		apiequality.Semantic.DeepEqual(have.Ports, want.Ports)
+}

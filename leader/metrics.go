@@ -1,0 +1,73 @@
+package leader
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the elector's Prometheus metrics. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	isLeader      prometheus.Gauge
+	transitions   prometheus.Counter
+	publish       prometheus.Histogram
+	publishErrors prometheus.Counter
+}
+
+// NewMetrics makes the metrics and registers them with reg:
+// fastover_leader_is_leader, fastover_leader_transitions_total (times this
+// replica became the leader), fastover_leader_endpoint_publish_seconds
+// (from acquiring the Lease to the endpoint published) and
+// fastover_leader_endpoint_publish_errors_total.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fastover_leader_is_leader",
+			Help: "1 while this replica is the leader, else 0.",
+		}),
+		transitions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fastover_leader_transitions_total",
+			Help: "Times this replica became the leader.",
+		}),
+		publish: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fastover_leader_endpoint_publish_seconds",
+			Help:    "Time from acquiring the Lease to the leader's endpoint being published.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fastover_leader_endpoint_publish_errors_total",
+			Help: "Failed attempts to publish the leader's endpoint.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.isLeader, m.transitions, m.publish, m.publishErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) setLeader(leading bool) {
+	if m == nil {
+		return
+	}
+	if leading {
+		m.isLeader.Set(1)
+		m.transitions.Inc()
+	} else {
+		m.isLeader.Set(0)
+	}
+}
+
+func (m *Metrics) observePublish(d time.Duration) {
+	if m != nil {
+		m.publish.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) publishError() {
+	if m != nil {
+		m.publishErrors.Inc()
+	}
+}

@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastover/fastover/leader"
+	"github.com/fastover/fastover/tests/cluster"
+)
+
+// TestLeaderThreeReplicas: three replicas, one leader, and the Service's
+// EndpointSlices list exactly it; every replica is ready.
+func TestLeaderThreeReplicas(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
+	f := newFleet(t, env, "ha", "ctl", shortDurations)
+	f.createService(ctx, t, nil)
+	f.add(t, 3)
+
+	id := f.waitServing(ctx, t, "", 30*time.Second)
+	holder, _, err := f.holder(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, holder, id, "the Service answers from the Lease holder")
+
+	sl, err := f.slices(ctx)
+	require.NoError(t, err)
+	require.Len(t, sl, 1)
+	assert.Equal(t, leader.ManagedBy, sl[0].Labels[discoveryv1.LabelManagedBy])
+	assert.Equal(t, []string{publishedNet + strings.TrimPrefix(id, "replica-")}, publishedAddresses(sl))
+	assert.Equal(t, id, sl[0].Annotations[leader.AnnotationIdentity])
+	require.Len(t, sl[0].OwnerReferences, 1)
+	assert.Equal(t, "Service", sl[0].OwnerReferences[0].Kind)
+
+	for _, r := range f.replicas {
+		resp, err := f.http.Get("http://127.0.0." + strings.TrimPrefix(r.id, "replica-") + ":" + itoa(f.port) + "/readyz")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode, "%s is ready, standby or not", r.id)
+	}
+}
+
+// TestLeaderMigration moves a running Service from selector mode, with
+// real kube-controller-manager managing its EndpointSlices and Endpoints,
+// to the leader's endpoint: a Service that still has a selector is
+// reported and left alone; with --remove-selector only the leader's slice
+// remains, and stays alone.
+func TestLeaderMigration(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{Nodes: []string{"node-a", "node-b"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ns = "migrate"
+	require.NoError(t, env.CreateNamespace(ctx, ns, nil))
+	f := newFleet(t, env, ns, "ctl", shortDurations)
+	// The old way: a Deployment behind a Service that selects its pods.
+	f.createService(ctx, t, map[string]string{"app": "old-ctl"})
+	old := deployment("old-ctl", nil)
+	old.Spec.Replicas = ptrInt32(3)
+	_, err := env.Client.AppsV1().Deployments(ns).Create(ctx, old, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		sl, err := f.slices(ctx)
+		_, eerr := env.Client.CoreV1().Endpoints(ns).Get(ctx, "ctl", metav1.GetOptions{})
+		return err == nil && eerr == nil && len(publishedAddresses(sl)) == 3, nil
+	}), "kube-controller-manager never published the three pods")
+	sl, err := f.slices(ctx)
+	require.NoError(t, err)
+	t.Logf("before: %d slice(s) managed by %s, %d addresses", len(sl), sl[0].Labels[discoveryv1.LabelManagedBy], len(publishedAddresses(sl)))
+
+	t.Run("a Service with a selector is reported and left alone", func(t *testing.T) {
+		f.add(t, 1)
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			events, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=ctl,reason=ServiceHasSelector"})
+			return err == nil && len(events.Items) > 0 && strings.Contains(events.Items[0].Message, "Remove the selector"), nil
+		}), "no ServiceHasSelector Event on the Service")
+		sl, err := f.slices(ctx)
+		require.NoError(t, err)
+		assert.Len(t, publishedAddresses(sl), 3, "the controller's endpoints are untouched")
+		for _, s := range sl {
+			assert.NotEqual(t, leader.ManagedBy, s.Labels[discoveryv1.LabelManagedBy])
+		}
+		f.replicas[0].proc.Stop(syscall.SIGTERM, 10*time.Second)
+	})
+
+	t.Run("with --remove-selector only the leader's endpoint remains", func(t *testing.T) {
+		f.args = append(f.args, "--remove-selector")
+		f.start(t, f.replicas[0])
+		f.add(t, 2)
+		id := f.waitServing(ctx, t, "", 30*time.Second)
+		svc, err := env.Client.CoreV1().Services(ns).Get(ctx, "ctl", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, svc.Spec.Selector)
+		// It must stay so: the endpointslice and mirroring controllers
+		// have had their chances to bring the old endpoints back.
+		deadline := time.Now().Add(8 * time.Second)
+		for time.Now().Before(deadline) {
+			sl, err := f.slices(ctx)
+			require.NoError(t, err)
+			require.Len(t, sl, 1, "slices: %v", sliceSummary(sl))
+			require.Equal(t, leader.ManagedBy, sl[0].Labels[discoveryv1.LabelManagedBy])
+			require.Equal(t, []string{publishedNet + strings.TrimPrefix(id, "replica-")}, publishedAddresses(sl))
+			time.Sleep(200 * time.Millisecond)
+		}
+		_, err = env.Client.CoreV1().Endpoints(ns).Get(ctx, "ctl", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "the stale Endpoints object is gone: %v", err)
+	})
+}
+
+func sliceSummary(sl []discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, s := range sl {
+		out = append(out, s.Name+"("+s.Labels[discoveryv1.LabelManagedBy]+"):"+strings.Join(publishedAddresses([]discoveryv1.EndpointSlice{s}), ","))
+	}
+	return out
+}
+
+// TestLeaderFailover kills, freezes and stops the leader; a client that
+// keeps resolving the Service's EndpointSlices and calling GET / must
+// reach the new leader. It logs the time to the first answer from it.
+func TestLeaderFailover(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
+	d := shortDurations
+	f := newFleet(t, env, "ha", "ctl", d)
+	f.createService(ctx, t, nil)
+	f.add(t, 3)
+
+	for _, tc := range []struct {
+		name  string
+		sig   syscall.Signal
+		bound time.Duration
+	}{
+		{"SIGTERM: planned handover", syscall.SIGTERM, 2 * time.Second},
+		{"SIGKILL: the leader dies", syscall.SIGKILL, d.lease + 3*time.Second},
+		{"SIGSTOP: the leader freezes", syscall.SIGSTOP, d.lease + 3*time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := f.waitServing(ctx, t, "", 30*time.Second)
+			r := f.byID(old)
+			require.NoError(t, r.proc.Signal(tc.sig))
+			signalled := time.Now()
+			id := f.waitServing(ctx, t, old, tc.bound)
+			took := time.Since(signalled)
+			t.Logf("%s: %s answers for the Service %v after %s was signalled (lease %v)", tc.sig, id, took.Round(time.Millisecond), old, d.lease)
+
+			switch tc.sig {
+			case syscall.SIGSTOP:
+				// The frozen ex-leader wakes up: it must not publish
+				// itself again, and it exits.
+				log := watchPublications(ctx, t, f)
+				require.NoError(t, r.proc.Signal(syscall.SIGCONT))
+				select {
+				case <-r.proc.Exited():
+					assert.Error(t, r.proc.ExitErr(), "an ex-leader exits with an error status")
+				case <-time.After(10 * time.Second):
+					t.Fatal("the woken ex-leader did not exit")
+				}
+				time.Sleep(d.retry)
+				for _, p := range log.snapshot() {
+					assert.NotContains(t, p.addrs, publishedNet+strings.TrimPrefix(old, "replica-"), "the ex-leader was published again at %v", p.at)
+				}
+				assert.Contains(t, r.proc.Tail(50), "leadership lost")
+			case syscall.SIGTERM:
+				select {
+				case <-r.proc.Exited():
+					assert.NoError(t, r.proc.ExitErr(), "a planned stop exits cleanly")
+				case <-time.After(10 * time.Second):
+					t.Fatal("the leader did not exit after SIGTERM")
+				}
+			}
+			r.proc.Stop(syscall.SIGKILL, 0)
+			f.start(t, r) // back as a standby, as the kubelet would
+		})
+	}
+}
+
+// TestLeaderAPIServerRestart: kube-apiserver is down for less than the
+// renew deadline; the leader stays the leader and its endpoint stays.
+func TestLeaderAPIServerRestart(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
+	f := newFleet(t, env, "ha", "ctl", durations{leader.DefaultLeaseDuration, leader.DefaultRenewDeadline, leader.DefaultRetryPeriod})
+	f.createService(ctx, t, nil)
+	f.add(t, 3)
+	id := f.waitServing(ctx, t, "", 30*time.Second)
+	_, transitions, err := f.holder(ctx)
+	require.NoError(t, err)
+
+	down := time.Now()
+	require.NoError(t, env.StopComponent(cluster.APIServer))
+	require.NoError(t, env.StartComponent(cluster.APIServer))
+	t.Logf("kube-apiserver was down for %v (renew deadline %v)", time.Since(down).Round(time.Millisecond), leader.DefaultRenewDeadline)
+	require.Less(t, time.Since(down), leader.DefaultRenewDeadline, "the restart took too long to test this")
+
+	// Two renewals later, nothing has changed.
+	time.Sleep(2 * leader.DefaultRetryPeriod)
+	holder, tr, err := f.holder(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, id, holder)
+	assert.Equal(t, transitions, tr, "no leader transition")
+	assert.True(t, f.byID(id).proc.Running())
+	got, err := f.call(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, id, got)
+}
+
+func ptrInt32(v int32) *int32 { return &v }
