@@ -46,10 +46,11 @@ e2e: ## end-to-end tests on a local control plane
 test: tools fmt-check vet lint unit e2e ## everything CI runs: tools, gofmt, vet, lint, unit and e2e tests
 
 BENCH_COUNT ?= 6
+BENCH_RUNS ?= 10
 
 .PHONY: bench
-bench: ## benchmarks: the webhook handler against the controller-runtime idiom, then the webhook under load over HTTPS
-	@tests/tools/build.sh bench
+bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go (~15 min)
+	@tests/tools/build.sh bench etcd kwok kube
 	@mkdir -p $(BIN)/bench
 	go build -o $(BIN)/fastover-webhook ./cmd/fastover-webhook
 	go test -run '^$$' -bench '^BenchmarkHandle' -benchmem -count $(BENCH_COUNT) ./webhook/ | tee $(BIN)/bench/webhook.txt
@@ -60,6 +61,10 @@ bench: ## benchmarks: the webhook handler against the controller-runtime idiom, 
 		printf "\nfastover handler vs controller-runtime idiom (means of %d runs): %.1fx faster, %.1fx fewer allocations\n\n", \
 		c[f], (ns[i]/c[i])/(ns[f]/c[f]), (al[i]/c[i])/(al[f]/c[f]) }' $(BIN)/bench/webhook.txt
 	go run ./tests/bench/webhookload -webhook $(BIN)/fastover-webhook -pod webhook/testdata/pod.json
+	@echo
+	go build -o $(BIN)/fastover-example ./cmd/fastover-example
+	go build -o $(BIN)/leaderbaseline ./tests/bench/leaderbaseline
+	go run ./tests/bench/failover -bin $(BIN) -runs $(BENCH_RUNS)
 
 .PHONY: clean
 clean: ## remove bin/

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastover/fastover/leader"
 	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/tests/fleet"
 )
 
 // TestLeaderThreeReplicas: three replicas, one leader, and the Service's
@@ -26,28 +27,27 @@ func TestLeaderThreeReplicas(t *testing.T) {
 	defer cancel()
 	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
 	f := newFleet(t, env, "ha", "ctl", shortDurations)
-	f.createService(ctx, t, nil)
-	f.add(t, 3)
+	require.NoError(t, f.CreateService(ctx, nil))
+	require.NoError(t, f.Add(3))
 
-	id := f.waitServing(ctx, t, "", 30*time.Second)
-	holder, _, err := f.holder(ctx)
+	id := waitServing(ctx, t, f, "", 30*time.Second)
+	holder, _, err := f.Holder(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, holder, id, "the Service answers from the Lease holder")
 
-	sl, err := f.slices(ctx)
+	sl, err := f.Slices(ctx)
 	require.NoError(t, err)
 	require.Len(t, sl, 1)
 	assert.Equal(t, leader.ManagedBy, sl[0].Labels[discoveryv1.LabelManagedBy])
-	assert.Equal(t, []string{publishedNet + strings.TrimPrefix(id, "replica-")}, publishedAddresses(sl))
+	assert.Equal(t, []string{f.ByID(id).Address()}, fleet.PublishedAddresses(sl))
 	assert.Equal(t, id, sl[0].Annotations[leader.AnnotationIdentity])
 	require.Len(t, sl[0].OwnerReferences, 1)
 	assert.Equal(t, "Service", sl[0].OwnerReferences[0].Kind)
 
-	for _, r := range f.replicas {
-		resp, err := f.http.Get("http://127.0.0." + strings.TrimPrefix(r.id, "replica-") + ":" + itoa(f.port) + "/readyz")
+	for _, r := range f.Replicas {
+		code, _, err := f.Get(r.Address(), "/readyz")
 		require.NoError(t, err)
-		_ = resp.Body.Close()
-		assert.Equal(t, 200, resp.StatusCode, "%s is ready, standby or not", r.id)
+		assert.Equal(t, 200, code, "%s is ready, standby or not", r.ID)
 	}
 }
 
@@ -64,40 +64,40 @@ func TestLeaderMigration(t *testing.T) {
 	require.NoError(t, env.CreateNamespace(ctx, ns, nil))
 	f := newFleet(t, env, ns, "ctl", shortDurations)
 	// The old way: a Deployment behind a Service that selects its pods.
-	f.createService(ctx, t, map[string]string{"app": "old-ctl"})
+	require.NoError(t, f.CreateService(ctx, map[string]string{"app": "old-ctl"}))
 	old := deployment("old-ctl", nil)
 	old.Spec.Replicas = ptrInt32(3)
 	_, err := env.Client.AppsV1().Deployments(ns).Create(ctx, old, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		sl, err := f.slices(ctx)
+		sl, err := f.Slices(ctx)
 		_, eerr := env.Client.CoreV1().Endpoints(ns).Get(ctx, "ctl", metav1.GetOptions{})
-		return err == nil && eerr == nil && len(publishedAddresses(sl)) == 3, nil
+		return err == nil && eerr == nil && len(fleet.PublishedAddresses(sl)) == 3, nil
 	}), "kube-controller-manager never published the three pods")
-	sl, err := f.slices(ctx)
+	sl, err := f.Slices(ctx)
 	require.NoError(t, err)
-	t.Logf("before: %d slice(s) managed by %s, %d addresses", len(sl), sl[0].Labels[discoveryv1.LabelManagedBy], len(publishedAddresses(sl)))
+	t.Logf("before: %d slice(s) managed by %s, %d addresses", len(sl), sl[0].Labels[discoveryv1.LabelManagedBy], len(fleet.PublishedAddresses(sl)))
 
 	t.Run("a Service with a selector is reported and left alone", func(t *testing.T) {
-		f.add(t, 1)
+		require.NoError(t, f.Add(1))
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			events, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=ctl,reason=ServiceHasSelector"})
 			return err == nil && len(events.Items) > 0 && strings.Contains(events.Items[0].Message, "Remove the selector"), nil
 		}), "no ServiceHasSelector Event on the Service")
-		sl, err := f.slices(ctx)
+		sl, err := f.Slices(ctx)
 		require.NoError(t, err)
-		assert.Len(t, publishedAddresses(sl), 3, "the controller's endpoints are untouched")
+		assert.Len(t, fleet.PublishedAddresses(sl), 3, "the controller's endpoints are untouched")
 		for _, s := range sl {
 			assert.NotEqual(t, leader.ManagedBy, s.Labels[discoveryv1.LabelManagedBy])
 		}
-		f.replicas[0].proc.Stop(syscall.SIGTERM, 10*time.Second)
+		f.Replicas[0].Proc.Stop(syscall.SIGTERM, 10*time.Second)
 	})
 
 	t.Run("with --remove-selector only the leader's endpoint remains", func(t *testing.T) {
-		f.args = append(f.args, "--remove-selector")
-		f.start(t, f.replicas[0])
-		f.add(t, 2)
-		id := f.waitServing(ctx, t, "", 30*time.Second)
+		f.Args = append(f.Args, "--remove-selector")
+		require.NoError(t, f.Start(f.Replicas[0]))
+		require.NoError(t, f.Add(2))
+		id := waitServing(ctx, t, f, "", 30*time.Second)
 		svc, err := env.Client.CoreV1().Services(ns).Get(ctx, "ctl", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Empty(t, svc.Spec.Selector)
@@ -105,11 +105,11 @@ func TestLeaderMigration(t *testing.T) {
 		// have had their chances to bring the old endpoints back.
 		deadline := time.Now().Add(8 * time.Second)
 		for time.Now().Before(deadline) {
-			sl, err := f.slices(ctx)
+			sl, err := f.Slices(ctx)
 			require.NoError(t, err)
 			require.Len(t, sl, 1, "slices: %v", sliceSummary(sl))
 			require.Equal(t, leader.ManagedBy, sl[0].Labels[discoveryv1.LabelManagedBy])
-			require.Equal(t, []string{publishedNet + strings.TrimPrefix(id, "replica-")}, publishedAddresses(sl))
+			require.Equal(t, []string{f.ByID(id).Address()}, fleet.PublishedAddresses(sl))
 			time.Sleep(200 * time.Millisecond)
 		}
 		_, err = env.Client.CoreV1().Endpoints(ns).Get(ctx, "ctl", metav1.GetOptions{})
@@ -120,7 +120,7 @@ func TestLeaderMigration(t *testing.T) {
 func sliceSummary(sl []discoveryv1.EndpointSlice) []string {
 	var out []string
 	for _, s := range sl {
-		out = append(out, s.Name+"("+s.Labels[discoveryv1.LabelManagedBy]+"):"+strings.Join(publishedAddresses([]discoveryv1.EndpointSlice{s}), ","))
+		out = append(out, s.Name+"("+s.Labels[discoveryv1.LabelManagedBy]+"):"+strings.Join(fleet.PublishedAddresses([]discoveryv1.EndpointSlice{s}), ","))
 	}
 	return out
 }
@@ -135,8 +135,8 @@ func TestLeaderFailover(t *testing.T) {
 	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
 	d := shortDurations
 	f := newFleet(t, env, "ha", "ctl", d)
-	f.createService(ctx, t, nil)
-	f.add(t, 3)
+	require.NoError(t, f.CreateService(ctx, nil))
+	require.NoError(t, f.Add(3))
 
 	for _, tc := range []struct {
 		name  string
@@ -144,45 +144,45 @@ func TestLeaderFailover(t *testing.T) {
 		bound time.Duration
 	}{
 		{"SIGTERM: planned handover", syscall.SIGTERM, 2 * time.Second},
-		{"SIGKILL: the leader dies", syscall.SIGKILL, d.lease + 3*time.Second},
-		{"SIGSTOP: the leader freezes", syscall.SIGSTOP, d.lease + 3*time.Second},
+		{"SIGKILL: the leader dies", syscall.SIGKILL, d.Lease + 3*time.Second},
+		{"SIGSTOP: the leader freezes", syscall.SIGSTOP, d.Lease + 3*time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := f.waitServing(ctx, t, "", 30*time.Second)
-			r := f.byID(old)
-			require.NoError(t, r.proc.Signal(tc.sig))
+			old := waitServing(ctx, t, f, "", 30*time.Second)
+			r := f.ByID(old)
+			require.NoError(t, r.Proc.Signal(tc.sig))
 			signalled := time.Now()
-			id := f.waitServing(ctx, t, old, tc.bound)
+			id := waitServing(ctx, t, f, old, tc.bound)
 			took := time.Since(signalled)
-			t.Logf("%s: %s answers for the Service %v after %s was signalled (lease %v)", tc.sig, id, took.Round(time.Millisecond), old, d.lease)
+			t.Logf("%s: %s answers for the Service %v after %s was signalled (lease %v)", tc.sig, id, took.Round(time.Millisecond), old, d.Lease)
 
 			switch tc.sig {
 			case syscall.SIGSTOP:
 				// The frozen ex-leader wakes up: it must not publish
 				// itself again, and it exits.
-				log := watchPublications(ctx, t, f)
-				require.NoError(t, r.proc.Signal(syscall.SIGCONT))
+				log := mustWatch(ctx, t, f)
+				require.NoError(t, r.Proc.Signal(syscall.SIGCONT))
 				select {
-				case <-r.proc.Exited():
-					assert.Error(t, r.proc.ExitErr(), "an ex-leader exits with an error status")
+				case <-r.Proc.Exited():
+					assert.Error(t, r.Proc.ExitErr(), "an ex-leader exits with an error status")
 				case <-time.After(10 * time.Second):
 					t.Fatal("the woken ex-leader did not exit")
 				}
-				time.Sleep(d.retry)
-				for _, p := range log.snapshot() {
-					assert.NotContains(t, p.addrs, publishedNet+strings.TrimPrefix(old, "replica-"), "the ex-leader was published again at %v", p.at)
+				time.Sleep(d.Retry)
+				for _, p := range log.Snapshot() {
+					assert.NotContains(t, p.Addrs, r.Address(), "the ex-leader was published again at %v", p.At)
 				}
-				assert.Contains(t, r.proc.Tail(50), "leadership lost")
+				assert.Contains(t, r.Proc.Tail(50), "leadership lost")
 			case syscall.SIGTERM:
 				select {
-				case <-r.proc.Exited():
-					assert.NoError(t, r.proc.ExitErr(), "a planned stop exits cleanly")
+				case <-r.Proc.Exited():
+					assert.NoError(t, r.Proc.ExitErr(), "a planned stop exits cleanly")
 				case <-time.After(10 * time.Second):
 					t.Fatal("the leader did not exit after SIGTERM")
 				}
 			}
-			r.proc.Stop(syscall.SIGKILL, 0)
-			f.start(t, r) // back as a standby, as the kubelet would
+			r.Proc.Stop(syscall.SIGKILL, 0)
+			require.NoError(t, f.Start(r)) // back as a standby, as the kubelet would
 		})
 	}
 }
@@ -194,11 +194,11 @@ func TestLeaderAPIServerRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
-	f := newFleet(t, env, "ha", "ctl", durations{leader.DefaultLeaseDuration, leader.DefaultRenewDeadline, leader.DefaultRetryPeriod})
-	f.createService(ctx, t, nil)
-	f.add(t, 3)
-	id := f.waitServing(ctx, t, "", 30*time.Second)
-	_, transitions, err := f.holder(ctx)
+	f := newFleet(t, env, "ha", "ctl", fleet.Durations{Lease: leader.DefaultLeaseDuration, Renew: leader.DefaultRenewDeadline, Retry: leader.DefaultRetryPeriod})
+	require.NoError(t, f.CreateService(ctx, nil))
+	require.NoError(t, f.Add(3))
+	id := waitServing(ctx, t, f, "", 30*time.Second)
+	_, transitions, err := f.Holder(ctx)
 	require.NoError(t, err)
 
 	down := time.Now()
@@ -209,12 +209,12 @@ func TestLeaderAPIServerRestart(t *testing.T) {
 
 	// Two renewals later, nothing has changed.
 	time.Sleep(2 * leader.DefaultRetryPeriod)
-	holder, tr, err := f.holder(ctx)
+	holder, tr, err := f.Holder(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, id, holder)
 	assert.Equal(t, transitions, tr, "no leader transition")
-	assert.True(t, f.byID(id).proc.Running())
-	got, err := f.call(ctx)
+	assert.True(t, f.ByID(id).Proc.Running())
+	got, err := f.Call(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, id, got)
 }

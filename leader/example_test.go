@@ -1,0 +1,60 @@
+package leader_test
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/fastover/fastover/leader"
+)
+
+// A controller runs its work only while it leads. Here a fake clientset
+// stands in for the API server; a real controller passes a clientset from
+// its kubeconfig, runs until SIGTERM, and exits when Run returns
+// ErrLeadershipLost.
+func Example() {
+	client := fake.NewClientset()
+	elector, err := leader.New(leader.Config{
+		Client:    client,
+		Namespace: "kube-system",
+		LeaseName: "my-controller",
+		Identity:  "replica-a",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	err = elector.Run(ctx, func(ctx context.Context) error {
+		fmt.Println("leading as", elector.Identity())
+		stop() // as SIGTERM would; the work then sees its context end
+		<-ctx.Done()
+		fmt.Println("work stopped")
+		return nil
+	})
+	fmt.Println("Run returned", err)
+	// Output:
+	// leading as replica-a
+	// work stopped
+	// Run returned <nil>
+}
+
+// The leader publishes itself as the only endpoint of a Service without
+// selector; in a pod, Identity, Address, PodName and NodeName come from
+// POD_NAME, POD_IP and NODE_NAME (downward API).
+func ExampleConfig_service() {
+	cfg := leader.Config{
+		Client:    fake.NewClientset(),
+		Namespace: "antrea",
+		LeaseName: "antrea-controller",
+		Identity:  "antrea-controller-7d9f-x2k",
+		Service:   "antrea",
+		Address:   "10.0.3.17",
+		// A Service that still selects pods: let the leader remove its
+		// selector (the migration from a single replica).
+		RemoveSelector: true,
+	}
+	fmt.Println(cfg.Validate())
+	// Output: <nil>
+}
