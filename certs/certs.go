@@ -47,11 +47,7 @@ func NewCA(commonName string, validity time.Duration) (*CA, error) {
 	if validity <= 0 {
 		return nil, fmt.Errorf("CA validity must be positive, got %v", validity)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := newSerial()
+	key, serial, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -122,11 +118,7 @@ func (ca *CA) Issue(hosts []string, validity time.Duration) (*KeyPair, error) {
 	if validity <= 0 {
 		return nil, fmt.Errorf("certificate validity must be positive, got %v", validity)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := newSerial()
+	key, serial, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -206,8 +198,17 @@ func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-func newSerial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+// newKey makes a certificate's key and a random serial number for it.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, serial, nil
 }
 
 func pemBlock(kind string, der []byte) []byte {

@@ -142,6 +142,21 @@ func (p *Process) ExitErr() error {
 	return p.waitErr
 }
 
+// WaitExit waits up to timeout for the current run to end, and returns
+// whether it did and how (ExitErr).
+func (p *Process) WaitExit(timeout time.Duration) (exited bool, exitErr error) {
+	done := p.Exited()
+	if done == nil {
+		return true, p.ExitErr()
+	}
+	select {
+	case <-done:
+		return true, p.ExitErr()
+	case <-time.After(timeout):
+		return false, nil
+	}
+}
+
 // Signal sends sig to the running process (SIGSTOP and SIGCONT freeze and
 // thaw it).
 func (p *Process) Signal(sig syscall.Signal) error {

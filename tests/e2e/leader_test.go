@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -48,6 +49,20 @@ func TestLeaderThreeReplicas(t *testing.T) {
 		code, _, err := f.Get(r.Address(), "/readyz")
 		require.NoError(t, err)
 		assert.Equal(t, 200, code, "%s is ready, standby or not", r.ID)
+		code, _, err = f.Get(r.Address(), "/healthz")
+		require.NoError(t, err)
+		assert.Equal(t, 200, code, "%s is healthy", r.ID)
+
+		_, metrics, err := f.Get(r.Address(), "/metrics")
+		require.NoError(t, err)
+		if r.ID == id {
+			assert.Contains(t, metrics, "fastover_leader_is_leader 1")
+			assert.Contains(t, metrics, "fastover_leader_transitions_total 1")
+			assert.Contains(t, metrics, "fastover_leader_endpoint_publish_seconds_count 1")
+		} else {
+			assert.Contains(t, metrics, "fastover_leader_is_leader 0")
+			assert.Contains(t, metrics, "fastover_leader_transitions_total 0")
+		}
 	}
 }
 
@@ -63,11 +78,15 @@ func TestLeaderMigration(t *testing.T) {
 	const ns = "migrate"
 	require.NoError(t, env.CreateNamespace(ctx, ns, nil))
 	f := newFleet(t, env, ns, "ctl", shortDurations)
+	// The replicas run with the Role the library documents, nothing more.
+	kubeconfig, err := env.KubeconfigFor(ctx, ns, "ctl", documentedRole)
+	require.NoError(t, err)
+	f.Kubeconfig = kubeconfig
 	// The old way: a Deployment behind a Service that selects its pods.
 	require.NoError(t, f.CreateService(ctx, map[string]string{"app": "old-ctl"}))
 	old := deployment("old-ctl", nil)
 	old.Spec.Replicas = ptrInt32(3)
-	_, err := env.Client.AppsV1().Deployments(ns).Create(ctx, old, metav1.CreateOptions{})
+	_, err = env.Client.AppsV1().Deployments(ns).Create(ctx, old, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		sl, err := f.Slices(ctx)
@@ -94,9 +113,10 @@ func TestLeaderMigration(t *testing.T) {
 	})
 
 	t.Run("with --remove-selector only the leader's endpoint remains", func(t *testing.T) {
+		// Three new replicas (a rollout of the new version), allowed to
+		// remove the selector.
 		f.Args = append(f.Args, "--remove-selector")
-		require.NoError(t, f.Start(f.Replicas[0]))
-		require.NoError(t, f.Add(2))
+		require.NoError(t, f.Add(3))
 		id := waitServing(ctx, t, f, "", 30*time.Second)
 		svc, err := env.Client.CoreV1().Services(ns).Get(ctx, "ctl", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -162,24 +182,18 @@ func TestLeaderFailover(t *testing.T) {
 				// itself again, and it exits.
 				log := mustWatch(ctx, t, f)
 				require.NoError(t, r.Proc.Signal(syscall.SIGCONT))
-				select {
-				case <-r.Proc.Exited():
-					assert.Error(t, r.Proc.ExitErr(), "an ex-leader exits with an error status")
-				case <-time.After(10 * time.Second):
-					t.Fatal("the woken ex-leader did not exit")
-				}
+				exited, err := r.Proc.WaitExit(10 * time.Second)
+				require.True(t, exited, "the woken ex-leader did not exit")
+				assert.Error(t, err, "an ex-leader exits with an error status")
 				time.Sleep(d.Retry)
 				for _, p := range log.Snapshot() {
 					assert.NotContains(t, p.Addrs, r.Address(), "the ex-leader was published again at %v", p.At)
 				}
 				assert.Contains(t, r.Proc.Tail(50), "leadership lost")
 			case syscall.SIGTERM:
-				select {
-				case <-r.Proc.Exited():
-					assert.NoError(t, r.Proc.ExitErr(), "a planned stop exits cleanly")
-				case <-time.After(10 * time.Second):
-					t.Fatal("the leader did not exit after SIGTERM")
-				}
+				exited, err := r.Proc.WaitExit(10 * time.Second)
+				require.True(t, exited, "the leader did not exit after SIGTERM")
+				assert.NoError(t, err, "a planned stop exits cleanly")
 			}
 			r.Proc.Stop(syscall.SIGKILL, 0)
 			require.NoError(t, f.Start(r)) // back as a standby, as the kubelet would
@@ -220,3 +234,42 @@ func TestLeaderAPIServerRestart(t *testing.T) {
 }
 
 func ptrInt32(v int32) *int32 { return &v }
+
+// documentedRole is the Role of the leader package's documentation.
+var documentedRole = []rbacv1.PolicyRule{
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"delete"}},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+}
+
+// TestLeaderSingleReplica: one replica, the same Service: it publishes
+// itself; on SIGTERM it withdraws its endpoint; back, it publishes again.
+func TestLeaderSingleReplica(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, env.CreateNamespace(ctx, "single", nil))
+	f := newFleet(t, env, "single", "ctl", shortDurations)
+	require.NoError(t, f.CreateService(ctx, nil))
+	require.NoError(t, f.Add(1))
+	assert.Equal(t, "replica-1", waitServing(ctx, t, f, "", 30*time.Second))
+
+	r := f.Replicas[0]
+	require.NoError(t, r.Proc.Signal(syscall.SIGTERM))
+	exited, err := r.Proc.WaitExit(10 * time.Second)
+	require.True(t, exited)
+	require.NoError(t, err)
+	sl, err := f.Slices(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, fleet.PublishedAddresses(sl), "a stopped leader withdraws its endpoint")
+	holder, _, err := f.Holder(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, holder, "and releases the Lease")
+
+	require.NoError(t, f.Start(r))
+	start := time.Now()
+	assert.Equal(t, "replica-1", waitServing(ctx, t, f, "", 10*time.Second))
+	t.Logf("a restarted single replica serves again %v after its start", time.Since(start).Round(time.Millisecond))
+}

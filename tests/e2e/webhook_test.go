@@ -131,12 +131,9 @@ func TestWebhookInjection(t *testing.T) {
 	})
 	t.Run("graceful shutdown on SIGTERM", func(t *testing.T) {
 		require.NoError(t, wh.proc.Signal(syscall.SIGTERM))
-		select {
-		case <-wh.proc.Exited():
-			assert.NoError(t, wh.proc.ExitErr(), "exit status after SIGTERM")
-		case <-time.After(15 * time.Second):
-			t.Fatal("fastover-webhook still running 15s after SIGTERM")
-		}
+		exited, err := wh.proc.WaitExit(15 * time.Second)
+		require.True(t, exited, "fastover-webhook still running 15s after SIGTERM")
+		assert.NoError(t, err, "exit status after SIGTERM")
 	})
 }
 

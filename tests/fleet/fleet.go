@@ -63,7 +63,9 @@ type Fleet struct {
 	Replicas []*Replica
 	// Name prefixes the replicas' identities and logs.
 	Name string
-	http *http.Client
+	// Kubeconfig the replicas use; default the control plane's admin one.
+	Kubeconfig string
+	http       *http.Client
 }
 
 // New prepares a fleet; Add starts replicas. The binary takes the flags of
@@ -124,8 +126,12 @@ func (f *Fleet) Start(r *Replica) error {
 	if r.Proc != nil {
 		return r.Proc.Start()
 	}
+	kubeconfig := f.Kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = f.Env.Kubeconfig
+	}
 	args := append([]string{
-		"--kubeconfig=" + f.Env.Kubeconfig,
+		"--kubeconfig=" + kubeconfig,
 		"--namespace=" + f.Namespace,
 		"--service=" + f.Service,
 		"--lease=" + f.Lease,

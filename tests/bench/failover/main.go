@@ -169,9 +169,7 @@ func measure(ctx context.Context, f *fleet.Fleet, sig syscall.Signal, d fleet.Du
 		return 0, err
 	}
 	took := time.Since(start)
-	select {
-	case <-r.Proc.Exited():
-	case <-time.After(10 * time.Second):
+	if exited, _ := r.Proc.WaitExit(10 * time.Second); !exited {
 		return 0, fmt.Errorf("%s still runs 10s after %v", old, sig)
 	}
 	if err := f.Start(r); err != nil {
