@@ -21,8 +21,9 @@ const (
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
 	// DefaultWorkStopTimeout bounds how long a stepping-down leader waits
-	// for its work to return before it gives up releasing the Lease (which
-	// then expires, and the process should exit).
+	// for its work to return (on a planned stop it renews the Lease
+	// meanwhile) before it gives up releasing the Lease, which then
+	// expires; the process should exit.
 	DefaultWorkStopTimeout = 30 * time.Second
 )
 

@@ -127,8 +127,8 @@ func (e *Elector) Identity() string { return e.cfg.Identity }
 // replica as the Service's only endpoint. It blocks until:
 //
 //   - ctx is cancelled: a leader stops its work (waiting up to
-//     WorkStopTimeout for work to return), withdraws its endpoint and
-//     releases the Lease; Run returns nil;
+//     WorkStopTimeout for work to return, renewing the Lease meanwhile),
+//     withdraws its endpoint and releases the Lease; Run returns nil;
 //   - work returns: the same steps; Run returns work's error;
 //   - the Lease is lost (no successful renewal within RenewDeadline, or
 //     taken): work's context is cancelled at once; Run returns
@@ -247,18 +247,42 @@ func (e *Elector) lead(ctx context.Context, work func(ctx context.Context) error
 		}
 	}()
 
+	// waitWork waits up to WorkStopTimeout for the work to return. On a
+	// planned stop it keeps renewing the Lease meanwhile, so no other
+	// replica starts while this one's work is still finishing.
+	waitWork := func(renewing bool) (stopped bool, workErr error) {
+		timeout := time.NewTimer(e.cfg.WorkStopTimeout)
+		defer timeout.Stop()
+		tick := time.NewTicker(e.cfg.RetryPeriod)
+		defer tick.Stop()
+		for {
+			select {
+			case err := <-workDone:
+				return true, err
+			case <-timeout.C:
+				return false, nil
+			case <-tick.C:
+				if deadline, ok := e.el.deadline(); renewing && ok && time.Now().Before(deadline) {
+					rctx, cancel := context.WithDeadline(context.Background(), deadline)
+					if err := e.el.renew(rctx); err != nil {
+						log.Info("could not renew the Lease while the work stops", "error", err.Error())
+					}
+					cancel()
+				}
+			}
+		}
+	}
+
 	// stepDown ends the term. planned: withdraw the endpoint and release
 	// the Lease, if this replica still leads once the work has stopped.
 	stepDown := func(planned bool, reason error) error {
+		e.isLeader.Store(false)
+		e.cfg.Metrics.setLeader(false)
 		stopWork()
 		stopPub()
 		<-pubDone
-		var workErr error
-		select {
-		case workErr = <-workDone:
-		case <-time.After(e.cfg.WorkStopTimeout):
-			e.isLeader.Store(false)
-			e.cfg.Metrics.setLeader(false)
+		stopped, workErr := waitWork(planned)
+		if !stopped {
 			return fmt.Errorf("leader: the work did not return within %v of its context's cancellation; the Lease is left to expire", e.cfg.WorkStopTimeout)
 		}
 		if planned {
@@ -275,8 +299,6 @@ func (e *Elector) lead(ctx context.Context, work func(ctx context.Context) error
 			}
 			cancel()
 		}
-		e.isLeader.Store(false)
-		e.cfg.Metrics.setLeader(false)
 		if reason != nil {
 			return reason
 		}

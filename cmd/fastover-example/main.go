@@ -60,6 +60,7 @@ type options struct {
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
 	removeSelector bool
+	drain          time.Duration
 }
 
 func parseFlags(args []string, out io.Writer) (*options, error) {
@@ -78,6 +79,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", leader.DefaultRenewDeadline, "renew deadline")
 	fs.DurationVar(&o.retryPeriod, "retry-period", leader.DefaultRetryPeriod, "retry period")
 	fs.BoolVar(&o.removeSelector, "remove-selector", false, "let the leader remove the Service's selector (migration from a selector Service)")
+	fs.DurationVar(&o.drain, "drain", 0, "how long the work takes to stop once told to, as a controller that drains its queues (for tests and demos)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -164,6 +166,10 @@ func run(args []string, stderr io.Writer) error {
 		// stop.
 		klog.InfoS("working as the leader", "identity", elector.Identity())
 		<-ctx.Done()
+		if o.drain > 0 {
+			klog.InfoS("draining", "for", o.drain)
+			time.Sleep(o.drain)
+		}
 		return nil
 	})
 }

@@ -273,3 +273,29 @@ func TestLeaderSingleReplica(t *testing.T) {
 	assert.Equal(t, "replica-1", waitServing(ctx, t, f, "", 10*time.Second))
 	t.Logf("a restarted single replica serves again %v after its start", time.Since(start).Round(time.Millisecond))
 }
+
+// TestLeaderPlannedStopWaitsForTheWork: a leader told to stop whose work
+// takes longer than the renew deadline to finish keeps the Lease until it
+// has, so no other replica works at the same time; then it hands over.
+func TestLeaderPlannedStopWaitsForTheWork(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, env.CreateNamespace(ctx, "drain", nil))
+	const drain = 5 * time.Second // more than the lease duration (4s)
+	f := newFleet(t, env, "drain", "ctl", shortDurations, "--drain="+drain.String())
+	require.NoError(t, f.CreateService(ctx, nil))
+	require.NoError(t, f.Add(2))
+	old := waitServing(ctx, t, f, "", 30*time.Second)
+	r := f.ByID(old)
+
+	require.NoError(t, r.Proc.Signal(syscall.SIGTERM))
+	start := time.Now()
+	id := waitServing(ctx, t, f, old, drain+5*time.Second)
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, drain, "%s took over while %s was still draining", id, old)
+	exited, err := r.Proc.WaitExit(5 * time.Second)
+	require.True(t, exited)
+	assert.NoError(t, err)
+	t.Logf("%s drained for %v, then handed over: %s answers %v after the SIGTERM", old, drain, id, took.Round(time.Millisecond))
+}
