@@ -40,7 +40,7 @@ unit: ## unit tests (no control plane)
 .PHONY: e2e
 e2e: ## end-to-end tests on a local control plane
 	@tests/tools/build.sh etcd kwok kube
-	go test $(GOTEST_FLAGS) -timeout $(E2E_TIMEOUT) -v $(E2E_PKGS)
+	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_PKGS)
 
 .PHONY: test
 test: tools fmt-check vet lint unit e2e ## everything CI runs: tools, gofmt, vet, lint, unit and e2e tests

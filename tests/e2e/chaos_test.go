@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fastover/fastover/tests/cluster"
 	"github.com/fastover/fastover/tests/fleet"
 )
 
@@ -34,14 +33,9 @@ func TestLeaderChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos takes minutes")
 	}
-	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	require.NoError(t, env.CreateNamespace(ctx, "chaos", nil))
-	d := fleet.Durations{Lease: 3 * time.Second, Renew: 2 * time.Second, Retry: 500 * time.Millisecond}
-	f := newFleet(t, env, "chaos", "ctl", d)
-	require.NoError(t, f.CreateService(ctx, nil))
-	require.NoError(t, f.Add(3))
+	_, f := startFleet(ctx, t, 3, fleet.Durations{Lease: 3 * time.Second, Renew: 2 * time.Second, Retry: 500 * time.Millisecond})
 	waitServing(ctx, t, f, "", 30*time.Second)
 	log := mustWatch(ctx, t, f)
 

@@ -21,6 +21,24 @@ func newFleet(t *testing.T, env *cluster.Env, ns, svc string, d fleet.Durations,
 	return f
 }
 
+// startFleet starts a control plane and n replicas of fastover-example
+// behind a selector-less Service "ctl" in namespace "ha".
+func startFleet(ctx context.Context, t *testing.T, n int, d fleet.Durations, extra ...string) (*cluster.Env, *fleet.Fleet) {
+	t.Helper()
+	env := cluster.Start(t, cluster.Options{})
+	if err := env.CreateNamespace(ctx, "ha", nil); err != nil {
+		t.Fatal(err)
+	}
+	f := newFleet(t, env, "ha", "ctl", d, extra...)
+	if err := f.CreateService(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Add(n); err != nil {
+		t.Fatal(err)
+	}
+	return env, f
+}
+
 func waitServing(ctx context.Context, t *testing.T, f *fleet.Fleet, not string, timeout time.Duration) string {
 	t.Helper()
 	id, err := f.WaitServing(ctx, not, timeout)

@@ -23,13 +23,9 @@ import (
 // TestLeaderThreeReplicas: three replicas, one leader, and the Service's
 // EndpointSlices list exactly it; every replica is ready.
 func TestLeaderThreeReplicas(t *testing.T) {
-	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
-	f := newFleet(t, env, "ha", "ctl", shortDurations)
-	require.NoError(t, f.CreateService(ctx, nil))
-	require.NoError(t, f.Add(3))
+	_, f := startFleet(ctx, t, 3, shortDurations)
 
 	id := waitServing(ctx, t, f, "", 30*time.Second)
 	holder, _, err := f.Holder(ctx)
@@ -149,14 +145,10 @@ func sliceSummary(sl []discoveryv1.EndpointSlice) []string {
 // keeps resolving the Service's EndpointSlices and calling GET / must
 // reach the new leader. It logs the time to the first answer from it.
 func TestLeaderFailover(t *testing.T) {
-	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
 	d := shortDurations
-	f := newFleet(t, env, "ha", "ctl", d)
-	require.NoError(t, f.CreateService(ctx, nil))
-	require.NoError(t, f.Add(3))
+	_, f := startFleet(ctx, t, 3, d)
 
 	for _, tc := range []struct {
 		name  string
@@ -204,13 +196,9 @@ func TestLeaderFailover(t *testing.T) {
 // TestLeaderAPIServerRestart: kube-apiserver is down for less than the
 // renew deadline; the leader stays the leader and its endpoint stays.
 func TestLeaderAPIServerRestart(t *testing.T) {
-	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
-	f := newFleet(t, env, "ha", "ctl", fleet.Durations{Lease: leader.DefaultLeaseDuration, Renew: leader.DefaultRenewDeadline, Retry: leader.DefaultRetryPeriod})
-	require.NoError(t, f.CreateService(ctx, nil))
-	require.NoError(t, f.Add(3))
+	env, f := startFleet(ctx, t, 3, fleet.Durations{Lease: leader.DefaultLeaseDuration, Renew: leader.DefaultRenewDeadline, Retry: leader.DefaultRetryPeriod})
 	id := waitServing(ctx, t, f, "", 30*time.Second)
 	_, transitions, err := f.Holder(ctx)
 	require.NoError(t, err)
@@ -247,13 +235,9 @@ var documentedRole = []rbacv1.PolicyRule{
 // TestLeaderSingleReplica: one replica, the same Service: it publishes
 // itself; on SIGTERM it withdraws its endpoint; back, it publishes again.
 func TestLeaderSingleReplica(t *testing.T) {
-	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.NoError(t, env.CreateNamespace(ctx, "single", nil))
-	f := newFleet(t, env, "single", "ctl", shortDurations)
-	require.NoError(t, f.CreateService(ctx, nil))
-	require.NoError(t, f.Add(1))
+	_, f := startFleet(ctx, t, 1, shortDurations)
 	assert.Equal(t, "replica-1", waitServing(ctx, t, f, "", 30*time.Second))
 
 	r := f.Replicas[0]
@@ -278,14 +262,10 @@ func TestLeaderSingleReplica(t *testing.T) {
 // takes longer than the renew deadline to finish keeps the Lease until it
 // has, so no other replica works at the same time; then it hands over.
 func TestLeaderPlannedStopWaitsForTheWork(t *testing.T) {
-	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.NoError(t, env.CreateNamespace(ctx, "drain", nil))
 	const drain = 5 * time.Second // more than the lease duration (4s)
-	f := newFleet(t, env, "drain", "ctl", shortDurations, "--drain="+drain.String())
-	require.NoError(t, f.CreateService(ctx, nil))
-	require.NoError(t, f.Add(2))
+	_, f := startFleet(ctx, t, 2, shortDurations, "--drain="+drain.String())
 	old := waitServing(ctx, t, f, "", 30*time.Second)
 	r := f.ByID(old)
 
