@@ -114,7 +114,7 @@ func (d Decision) Patch(doc PodDocument) []jsonpatch.Operation {
 	return ops
 }
 
-// escapePointer escapes a JSON Pointer reference token (RFC 6901).
-func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
-}
+// pointerEscaper escapes a JSON Pointer reference token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+func escapePointer(s string) string { return pointerEscaper.Replace(s) }
