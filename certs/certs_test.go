@@ -91,3 +91,18 @@ func TestWriteDir(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 3, "no temporary files left behind")
 }
+
+func TestLoadOrCreateCAReuses(t *testing.T) {
+	dir := t.TempDir()
+	first, created, err := LoadOrCreateCA(dir, "ca", time.Hour)
+	require.NoError(t, err)
+	assert.True(t, created)
+	again, created, err := LoadOrCreateCA(dir, "ca", time.Hour)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, first.CertPEM, again.CertPEM, "the same CA, so the caBundle stays")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, CAKeyFile)))
+	_, _, err = LoadOrCreateCA(dir, "ca", time.Hour)
+	assert.ErrorContains(t, err, "missing")
+}

@@ -77,22 +77,27 @@ type webhookServer struct {
 
 func startWebhook(t *testing.T, env *cluster.Env, args ...string) *webhookServer {
 	t.Helper()
-	ports, err := cluster.FreePorts(3)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ca, err := certs.NewCA("fastover-e2e-ca", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &webhookServer{
-		addr:    "127.0.0.1:" + strconv.Itoa(ports[0]),
-		health:  "http://127.0.0.1:" + strconv.Itoa(ports[1]),
-		metrics: "http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/metrics",
-		certDir: filepath.Join(t.TempDir(), "certs"),
-		ca:      ca,
-	}
+	w := &webhookServer{certDir: filepath.Join(t.TempDir(), "certs"), ca: ca}
 	w.rotate(t)
+	w.run(t, env, args...)
+	return w
+}
+
+// run starts fastover-webhook with the certificates in w.certDir and waits
+// until it is ready.
+func (w *webhookServer) run(t *testing.T, env *cluster.Env, args ...string) {
+	t.Helper()
+	ports, err := cluster.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	w.health = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	w.metrics = "http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/metrics"
 	w.proc, err = env.StartProcess("fastover-webhook", binary(t, "fastover-webhook"), append([]string{
 		"--host=127.0.0.1",
 		"--port=" + strconv.Itoa(ports[0]),
@@ -121,7 +126,6 @@ func startWebhook(t *testing.T, env *cluster.Env, args ...string) *webhookServer
 	if err != nil {
 		t.Fatalf("fastover-webhook not ready: %v", err)
 	}
-	return w
 }
 
 // rotate writes a new serving certificate from the same CA.
@@ -151,15 +155,23 @@ func (w *webhookServer) servedSerial() (*big.Int, error) {
 }
 
 // register makes the API server call the webhook for pod CREATEs in
-// labelled namespaces, and waits until it does.
+// labelled namespaces, trusting the webhook's CA, and waits until it does.
 func (w *webhookServer) register(ctx context.Context, t *testing.T, env *cluster.Env, policy admissionregistrationv1.FailurePolicyType) {
+	t.Helper()
+	w.configure(ctx, t, env, policy, w.ca.CertPEM)
+	waitInjecting(ctx, t, env)
+}
+
+// configure creates the MutatingWebhookConfiguration "fastover" for the
+// webhook, with the caBundle given.
+func (w *webhookServer) configure(ctx context.Context, t *testing.T, env *cluster.Env, policy admissionregistrationv1.FailurePolicyType, caBundle []byte) {
 	t.Helper()
 	url := "https://" + w.addr + webhook.Path
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "fastover"},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:         "pods.fastover.io",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: w.ca.CertPEM},
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caBundle},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 				Rule: admissionregistrationv1.Rule{
@@ -178,11 +190,17 @@ func (w *webhookServer) register(ctx context.Context, t *testing.T, env *cluster
 	if _, err := env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("register webhook: %v", err)
 	}
-	// The API server picks the configuration up asynchronously: probe with
-	// dry-run pods until one comes back injected.
+}
+
+// waitInjecting waits until the API server calls the webhook (it picks a
+// configuration up asynchronously), probing with dry-run pods.
+func waitInjecting(ctx context.Context, t *testing.T, env *cluster.Env) {
+	t.Helper()
 	const probeNS = "fastover-probe"
-	if err := env.CreateNamespace(ctx, probeNS, injectLabel()); err != nil {
-		t.Fatal(err)
+	if _, err := env.Client.CoreV1().Namespaces().Get(ctx, probeNS, metav1.GetOptions{}); err != nil {
+		if err := env.CreateNamespace(ctx, probeNS, injectLabel()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		pod, err := env.Client.CoreV1().Pods(probeNS).Create(ctx, bare("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
