@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,24 +42,35 @@ func TestLeaderThreeReplicas(t *testing.T) {
 	require.Len(t, sl[0].OwnerReferences, 1)
 	assert.Equal(t, "Service", sl[0].OwnerReferences[0].Kind)
 
+	// Probes and metrics, as a kubelet and Prometheus would see them: a
+	// replica just started may take a moment to become ready.
 	for _, r := range f.Replicas {
-		code, _, err := f.Get(r.Address(), "/readyz")
-		require.NoError(t, err)
-		assert.Equal(t, 200, code, "%s is ready, standby or not", r.ID)
-		code, _, err = f.Get(r.Address(), "/healthz")
-		require.NoError(t, err)
-		assert.Equal(t, 200, code, "%s is healthy", r.ID)
-
-		_, metrics, err := f.Get(r.Address(), "/metrics")
-		require.NoError(t, err)
+		want := []string{"fastover_leader_is_leader 0", "fastover_leader_transitions_total 0"}
 		if r.ID == id {
-			assert.Contains(t, metrics, "fastover_leader_is_leader 1")
-			assert.Contains(t, metrics, "fastover_leader_transitions_total 1")
-			assert.Contains(t, metrics, "fastover_leader_endpoint_publish_seconds_count 1")
-		} else {
-			assert.Contains(t, metrics, "fastover_leader_is_leader 0")
-			assert.Contains(t, metrics, "fastover_leader_transitions_total 0")
+			want = []string{"fastover_leader_is_leader 1", "fastover_leader_transitions_total 1", "fastover_leader_endpoint_publish_seconds_count 1"}
 		}
+		var last string
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			ready, _, err := f.Get(r.Address(), "/readyz")
+			if err != nil || ready != 200 {
+				last = fmt.Sprintf("readyz %d %v", ready, err)
+				return false, nil
+			}
+			healthy, _, err := f.Get(r.Address(), "/healthz")
+			if err != nil || healthy != 200 {
+				last = fmt.Sprintf("healthz %d %v", healthy, err)
+				return false, nil
+			}
+			_, metrics, err := f.Get(r.Address(), "/metrics")
+			for _, w := range want {
+				if err != nil || !strings.Contains(metrics, w) {
+					last = "metrics lack " + w
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		assert.NoError(t, err, "%s (leader: %t): %s", r.ID, r.ID == id, last)
 	}
 }
 
