@@ -69,8 +69,13 @@ func (e *election) observeLease(lease *coordinationv1.Lease) {
 		return
 	}
 	e.observe(*resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec), time.Now())
+	wake(e.changed)
+}
+
+// wake signals ch without blocking; ch has room for one pending signal.
+func wake(ch chan struct{}) {
 	select {
-	case e.changed <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -84,10 +89,7 @@ func recordKey(r resourcelock.LeaderElectionRecord) string {
 // forget is the watch's handler for a deleted Lease: it is free.
 func (e *election) forget() {
 	e.observe(resourcelock.LeaderElectionRecord{}, time.Now())
-	select {
-	case e.changed <- struct{}{}:
-	default:
-	}
+	wake(e.changed)
 }
 
 // observe records the record if it differs from the last one.
@@ -147,6 +149,14 @@ func (e *election) deadline() (time.Time, bool) {
 func (e *election) leading() bool {
 	d, ok := e.deadline()
 	return ok && time.Now().Before(d)
+}
+
+// lastRenewal returns when the last successful acquire or renewal was
+// sent; zero while not the leader.
+func (e *election) lastRenewal() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.renewedAt
 }
 
 func (e *election) setRenewed(t time.Time) {

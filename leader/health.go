@@ -18,7 +18,7 @@ func (e *Elector) Check(_ *http.Request) error {
 	if !e.isLeader.Load() {
 		return nil
 	}
-	last := e.lastRenewal()
+	last := e.el.lastRenewal()
 	if over := time.Since(last); over > e.cfg.RenewDeadline+e.cfg.LeaseDuration {
 		return fmt.Errorf("leader has not renewed the Lease for %v", over.Round(time.Second))
 	}

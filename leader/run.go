@@ -73,9 +73,9 @@ func New(cfg Config) (*Elector, error) {
 			o.LabelSelector = labelsForService(cfg.Service).String()
 		})
 		kick := cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { e.kick() },
-			UpdateFunc: func(any, any) { e.kick() },
-			DeleteFunc: func(any) { e.kick() },
+			AddFunc:    func(any) { wake(e.trigger) },
+			UpdateFunc: func(any, any) { wake(e.trigger) },
+			DeleteFunc: func(any) { wake(e.trigger) },
 		}
 		svcInformer := services.Core().V1().Services()
 		sliceInformer := slices.Discovery().V1().EndpointSlices()
@@ -104,13 +104,6 @@ func (e *Elector) factory(tweak func(*metav1.ListOptions)) informers.SharedInfor
 
 func labelsForService(service string) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: service})
-}
-
-func (e *Elector) kick() {
-	select {
-	case e.trigger <- struct{}{}:
-	default:
-	}
 }
 
 // IsLeader reports whether this replica leads now.
@@ -333,7 +326,7 @@ func (e *Elector) lead(ctx context.Context, work func(ctx context.Context) error
 				log.Error(ErrLeadershipLost, "the Lease was taken", "holder", h)
 				return stepDown(false, fmt.Errorf("%w: the Lease is held by %q", ErrLeadershipLost, h))
 			}
-			renewIn = time.Until(e.lastRenewal().Add(e.cfg.RetryPeriod))
+			renewIn = time.Until(e.el.lastRenewal().Add(e.cfg.RetryPeriod))
 			continue
 		case <-renewTimer.C:
 			deadlineTimer.Stop()
@@ -354,11 +347,6 @@ func (e *Elector) lead(ctx context.Context, work func(ctx context.Context) error
 			renewIn = max(e.cfg.RetryPeriod/4, 50*time.Millisecond)
 		}
 	}
-}
-
-func (e *Elector) lastRenewal() time.Time {
-	d, _ := e.el.deadline()
-	return d.Add(-e.cfg.RenewDeadline)
 }
 
 // publishLoop keeps the leader the Service's only endpoint for the term:

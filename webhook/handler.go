@@ -56,17 +56,15 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 
 	d := h.Rule.Decide(doc.Pod)
+	h.Metrics.count(d)
 	switch {
 	case d.Skip != SkipNone:
-		h.Metrics.count(d, false)
 		return admission.Allowed("fastover skipped the pod: " + string(d.Skip))
 	case d.Deny != "":
-		h.Metrics.count(d, false)
 		log.Info("denied a pod", "reason", d.Deny)
 		return admission.Denied(d.Deny)
 	}
 	ops := d.Patch(doc)
-	h.Metrics.count(d, len(ops) > 0)
 	if len(ops) == 0 {
 		return admission.Allowed("")
 	}

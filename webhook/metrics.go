@@ -46,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) count(d Decision, patched bool) {
+func (m *Metrics) count(d Decision) {
 	if m == nil {
 		return
 	}
@@ -55,7 +55,7 @@ func (m *Metrics) count(d Decision, patched bool) {
 		m.skipped.WithLabelValues(string(d.Skip)).Inc()
 	case d.Deny != "":
 		m.denied.Inc()
-	case patched && d.Changed():
+	case d.Changed():
 		m.mutated.Inc()
 	default:
 		m.unchanged.Inc()

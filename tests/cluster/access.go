@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 )
 
@@ -40,11 +38,6 @@ func (e *Env) KubeconfigFor(ctx context.Context, namespace, name string, rules [
 	if err != nil {
 		return "", fmt.Errorf("request token: %w", err)
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.pki.caCert}
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
-	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: name, Namespace: namespace}
-	cfg.CurrentContext = "local"
 	path := filepath.Join(e.Dir, "kubeconfig-"+namespace+"-"+name)
-	return path, clientcmd.WriteToFile(*cfg, path)
+	return path, e.writeKubeconfigFile(path, name, tok.Status.Token, namespace)
 }

@@ -278,12 +278,18 @@ func (e *Env) waitAPIServer(p *Process) error {
 
 func (e *Env) writeKubeconfig() error {
 	e.Kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+	return e.writeKubeconfigFile(e.Kubeconfig, "admin", e.pki.adminToken, "")
+}
+
+// writeKubeconfigFile writes a kubeconfig for the API server that
+// authenticates with the bearer token.
+func (e *Env) writeKubeconfigFile(path, user, token, namespace string) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.pki.caCert}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: e.pki.adminToken}
-	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin"}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user, Namespace: namespace}
 	cfg.CurrentContext = "local"
-	return clientcmd.WriteToFile(*cfg, e.Kubeconfig)
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 func (e *Env) startControllerManager() error {

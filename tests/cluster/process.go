@@ -34,12 +34,6 @@ func NewProcess(name, path, logDir string, args ...string) *Process {
 	return &Process{name: name, path: path, args: args, logPath: filepath.Join(logDir, name+".log")}
 }
 
-// Name is the process's name, as given to NewProcess.
-func (p *Process) Name() string { return p.name }
-
-// LogPath is the file that receives the process's output.
-func (p *Process) LogPath() string { return p.logPath }
-
 // Start runs the process. Its output is appended to its log file, so a
 // restarted process keeps the earlier log.
 func (p *Process) Start() error {
