@@ -39,7 +39,7 @@ unit: ## unit tests (no control plane)
 
 .PHONY: e2e
 e2e: ## end-to-end tests on a local control plane
-	@tests/tools/build.sh etcd kwok kube
+	@tests/tools/build.sh etcd kwok kube certmanager
 	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_PKGS)
 
 .PHONY: test

@@ -25,16 +25,26 @@ func BinDir() (string, error) {
 	if dir := os.Getenv("FASTOVER_BIN"); dir != "" {
 		return filepath.Abs(dir)
 	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", fmt.Errorf("%w: set FASTOVER_BIN to the directory that `make tools` builds into", err)
+	}
+	return filepath.Join(root, "bin"), nil
+}
+
+// ModuleRoot returns the root of the fastover module enclosing the working
+// directory (where manifests/ and bin/ are).
+func ModuleRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for dir := wd; ; dir = filepath.Dir(dir) {
 		if isModuleRoot(dir) {
-			return filepath.Join(dir, "bin"), nil
+			return dir, nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("no fastover module root above %s: set FASTOVER_BIN to the directory that `make tools` builds into", wd)
+			return "", fmt.Errorf("no fastover module root above %s", wd)
 		}
 	}
 }

@@ -71,6 +71,7 @@ type webhookServer struct {
 	health  string // base URL of the probes
 	metrics string // URL of /metrics
 	certDir string
+	ports   []int // webhook, probes, metrics
 	ca      *certs.CA
 	serial  *big.Int // of the certificate written last
 }
@@ -95,6 +96,14 @@ func (w *webhookServer) run(t *testing.T, env *cluster.Env, args ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.runAt(t, env, ports, args...)
+}
+
+// runAt is run on the given ports: webhook, probes, metrics.
+func (w *webhookServer) runAt(t *testing.T, env *cluster.Env, ports []int, args ...string) {
+	t.Helper()
+	var err error
+	w.ports = ports
 	w.addr = "127.0.0.1:" + strconv.Itoa(ports[0])
 	w.health = "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	w.metrics = "http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/metrics"
@@ -246,4 +255,37 @@ func (w *webhookServer) scrape(t *testing.T, series string) float64 {
 		}
 	}
 	return -1
+}
+
+// scrapeSum adds up the series of a metric whose labels contain every
+// one of the given strings (such as `method="PATCH"`).
+func (w *webhookServer) scrapeSum(t *testing.T, name string, contains ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(w.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+lines:
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, c := range contains {
+			if !strings.Contains(line, c) {
+				continue lines
+			}
+		}
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric %s: %v", line, err)
+		}
+		sum += f
+	}
+	return sum
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/: the control-plane binaries that the
-# tests run, kwok's stage files, and golangci-lint. Each group is rebuilt
-# only when its module's go.mod or go.sum, or the way it is built, changes
-# (or an output is missing); a stamp in bin/.stamps records what was built.
+# tests run, kwok's stage files, cert-manager-local and cert-manager's CRDs,
+# and golangci-lint. Each group is rebuilt only when its module's go.mod,
+# go.sum or Go sources, or the way it is built, change (or an output is
+# missing); a stamp in bin/.stamps records what was built.
 #
-# Usage: tests/tools/build.sh [GROUP...]   (groups: kube etcd kwok lint bench;
-# no group means all but bench)
+# Usage: tests/tools/build.sh [GROUP...]   (groups: kube etcd kwok certmanager
+# lint bench; no group means all but bench)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,19 +24,23 @@ kube_ldflags="-s -w \
 
 # The way each group is built, part of its stamp.
 kwok_stages="node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml"
+cm_crds="cert-manager.io_certificaterequests.yaml cert-manager.io_certificates.yaml cert-manager.io_clusterissuers.yaml cert-manager.io_issuers.yaml acme.cert-manager.io_challenges.yaml acme.cert-manager.io_orders.yaml"
 declare -A recipe=(
 	[kube]="$kube_ldflags"
 	[etcd]="-s -w"
 	[kwok]="-s -w $kwok_stages"
+	[certmanager]="-s -w ./cmd/cert-manager-local $cm_crds"
 	[lint]=""
 	[bench]=""
 )
 
-# stamp GROUP: a digest of what decides the group's build.
+# stamp GROUP: a digest of what decides the group's build (a module with
+# Go code of its own, like certmanager's, includes its sources).
 stamp() {
 	{
 		cat "$tools/$1/go.mod" "$tools/$1/go.sum"
 		echo "${recipe[$1]}"
+		find "$tools/$1" -name '*.go' -print0 | sort -z | xargs -0 -r cat
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -101,6 +106,25 @@ build_kwok() {
 	done_group kwok
 }
 
+build_certmanager() {
+	if fresh certmanager cert-manager-local cert-manager-crds; then
+		step "cert-manager-local and cert-manager's CRDs: up to date"
+		return
+	fi
+	step "building cert-manager-local (about four minutes cold)"
+	(cd "$tools/certmanager" && go build -o "$bin/cert-manager-local" -ldflags "-s -w" ./cmd/cert-manager-local)
+	# cert-manager's CRDs, plain YAML (controller-gen output, no templating).
+	local mod crd
+	mod=$(cd "$tools/certmanager" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
+	rm -rf "$bin/cert-manager-crds"
+	mkdir -p "$bin/cert-manager-crds"
+	for crd in $cm_crds; do
+		cp "$mod/deploy/crds/$crd" "$bin/cert-manager-crds/"
+	done
+	chmod u+w "$bin"/cert-manager-crds/*
+	done_group certmanager
+}
+
 build_lint() {
 	if fresh lint golangci-lint; then
 		step "golangci-lint: up to date"
@@ -122,12 +146,12 @@ build_bench() {
 }
 
 groups=("$@")
-[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube lint)
+[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube certmanager lint)
 for g in "${groups[@]}"; do
 	case "$g" in
-	kube | etcd | kwok | lint | bench) "build_$g" ;;
+	kube | etcd | kwok | certmanager | lint | bench) "build_$g" ;;
 	*)
-		echo "unknown tool group: $g (want kube, etcd, kwok, lint or bench)" >&2
+		echo "unknown tool group: $g (want kube, etcd, kwok, certmanager, lint or bench)" >&2
 		exit 2
 		;;
 	esac

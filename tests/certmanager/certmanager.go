@@ -1,0 +1,442 @@
+package certmanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/fastover/fastover/tests/cluster"
+)
+
+const (
+	// Binary is the name of the cert-manager binary in the bin directory.
+	Binary = "cert-manager-local"
+	// CRDDir is the directory, in the bin directory, of cert-manager's
+	// CRDs.
+	CRDDir = "cert-manager-crds"
+	// DefaultClusterResourceNamespace is the namespace of the Secrets that
+	// ClusterIssuers refer to, unless Options says otherwise.
+	DefaultClusterResourceNamespace = "cert-manager"
+	// FieldManager is the field manager of the CRDs and of the status
+	// changes this package makes.
+	FieldManager = "fastover-tests"
+	// ProcessName is the name of the cert-manager process in the
+	// control plane's logs (cluster.Env.DumpLogs).
+	ProcessName = "cert-manager"
+)
+
+// The resources of cert-manager's API.
+var (
+	Certificates        = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
+	CertificateRequests = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificaterequests"}
+	Issuers             = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}
+	ClusterIssuers      = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "clusterissuers"}
+)
+
+var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// Options tune Run. The zero value is what Start uses.
+type Options struct {
+	// BinDir holds Binary and CRDDir; cluster.BinDir() if empty.
+	BinDir string
+	// ClusterResourceNamespace is created and passed to cert-manager;
+	// DefaultClusterResourceNamespace if empty.
+	ClusterResourceNamespace string
+	// Args are more flags for the binary (e.g. "--v=4").
+	Args []string
+	// Timeout bounds the whole start, CRDs included; 2 minutes if zero.
+	Timeout time.Duration
+}
+
+// Start runs cert-manager for the test (Run with the zero Options) and
+// fails the test at once if it cannot. The process is killed when the
+// control plane stops; its log is in the control plane's logs.
+func Start(t testing.TB, env *cluster.Env) *cluster.Process {
+	t.Helper()
+	start := time.Now()
+	p, err := Run(context.Background(), env, Options{})
+	if err != nil {
+		t.Fatalf("start cert-manager: %v", err)
+	}
+	t.Logf("cert-manager ready in %v", time.Since(start).Round(time.Millisecond))
+	return p
+}
+
+// Run installs cert-manager's CRDs, creates the cluster resource namespace,
+// starts cert-manager on env (env.StartProcess, so that env stops it) and
+// waits until it is ready: every informer of its controllers and of its
+// cainjector has synced, and the API server no longer delays the creation
+// of cert-manager's objects (it does for 2 s after their CRDs are
+// Established). On error, the process, if started, is stopped.
+func Run(ctx context.Context, env *cluster.Env, opts Options) (*cluster.Process, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.ClusterResourceNamespace == "" {
+		opts.ClusterResourceNamespace = DefaultClusterResourceNamespace
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	bin := opts.BinDir
+	if bin == "" {
+		var err error
+		if bin, err = cluster.BinDir(); err != nil {
+			return nil, err
+		}
+	}
+	binary, crdDir := filepath.Join(bin, Binary), filepath.Join(bin, CRDDir)
+	for _, path := range []string{binary, crdDir} {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("%s is missing: run `tests/tools/build.sh certmanager` (or `make tools`) at the repository root", path)
+		}
+	}
+	established, err := installCRDs(ctx, env.Config, crdDir)
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.ClusterResourceNamespace}}
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create namespace %s: %w", opts.ClusterResourceNamespace, err)
+	}
+
+	ports, err := cluster.FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	health := "127.0.0.1:" + strconv.Itoa(ports[0])
+	args := append([]string{
+		"--kubeconfig=" + env.Kubeconfig,
+		"--cluster-resource-namespace=" + opts.ClusterResourceNamespace,
+		"--health-probe-bind-address=" + health,
+	}, opts.Args...)
+	p, err := env.StartProcess(ProcessName, binary, args...)
+	if err != nil {
+		return nil, err
+	}
+	err = waitHealthy(ctx, p, "http://"+health+"/readyz")
+	if err == nil {
+		err = waitCreateGrace(ctx, established)
+	}
+	if err != nil {
+		p.Stop(syscall.SIGKILL, 0)
+		return nil, err
+	}
+	return p, nil
+}
+
+// createGrace is how long after a CRD is Established the API server
+// delays the creation of its objects, by createGrace, so that other API
+// servers see the CRD too (apiextensions-apiserver's customresource
+// handler; lastTransitionTime has a resolution of a second).
+const createGrace = 2 * time.Second
+
+// waitCreateGrace waits until objects of CRDs Established at established
+// are created without that delay.
+func waitCreateGrace(ctx context.Context, established time.Time) error {
+	d := time.Until(established.Add(createGrace + 100*time.Millisecond))
+	if d <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitHealthy polls url until it answers 200; it fails at once if the
+// process exits.
+func waitHealthy(ctx context.Context, p *cluster.Process, url string) error {
+	client := &http.Client{Timeout: time.Second}
+	exited := p.Exited()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			exitErr := p.ExitErr()
+			if exitErr == nil {
+				exitErr = errors.New("exit status 0")
+			}
+			return fmt.Errorf("cert-manager exited before it was ready (%w); its log ends:\n%s", exitErr, p.Tail(30))
+		case <-ctx.Done():
+			return fmt.Errorf("cert-manager not ready: %w; its log ends:\n%s", ctx.Err(), p.Tail(30))
+		case <-tick.C:
+		}
+	}
+}
+
+// InstallCRDs applies (server-side, forcing conflicts) every CRD of the
+// YAML files in dir and waits until each is Established, and until the
+// API server no longer delays the creation of their objects (it does for
+// 2 s after a CRD is Established).
+func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
+	established, err := installCRDs(ctx, cfg, dir)
+	if err != nil {
+		return err
+	}
+	return waitCreateGrace(ctx, established)
+}
+
+// installCRDs is InstallCRDs without the wait for the creation delay; it
+// returns when the last CRD became Established.
+func installCRDs(ctx context.Context, cfg *rest.Config, dir string) (time.Time, error) {
+	var latest time.Time
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return latest, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return latest, err
+	}
+	if len(files) == 0 {
+		return latest, fmt.Errorf("no CRDs in %s", dir)
+	}
+	sort.Strings(files)
+	var names []string
+	for _, file := range files {
+		objs, err := decodeFile(file)
+		if err != nil {
+			return latest, err
+		}
+		for _, obj := range objs {
+			if obj.GetKind() != "CustomResourceDefinition" {
+				return latest, fmt.Errorf("%s: %s %s is not a CustomResourceDefinition", file, obj.GetKind(), obj.GetName())
+			}
+			_, err := client.Resource(crds).Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			if err != nil {
+				return latest, fmt.Errorf("apply CRD %s: %w", obj.GetName(), err)
+			}
+			names = append(names, obj.GetName())
+		}
+	}
+	for _, name := range names {
+		var last string
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			crd, err := client.Resource(crds).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			cond := condition(crd, "Established")
+			if cond == nil {
+				last = "no Established condition"
+				return false, nil
+			}
+			last = describe(cond)
+			if cond["status"] != "True" {
+				return false, nil
+			}
+			if s, ok := cond["lastTransitionTime"].(string); ok {
+				if at, err := time.Parse(time.RFC3339, s); err == nil && at.After(latest) {
+					latest = at
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return latest, fmt.Errorf("CRD %s not Established (%s): %w", name, last, err)
+		}
+	}
+	return latest, nil
+}
+
+// decodeFile returns the objects of a YAML file of one or more documents.
+func decodeFile(path string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 64<<10)
+	var objs []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(m) == 0 {
+			continue // an empty document
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// WaitReady waits until the Certificate namespace/name has the condition
+// Ready=True for its current generation. A Certificate being renewed
+// stays Ready while its current certificate is valid: WaitRevision waits
+// for a renewal.
+func WaitReady(ctx context.Context, env *cluster.Env, namespace, name string) error {
+	return WaitRevision(ctx, env, namespace, name, 0)
+}
+
+// WaitRevision waits until the Certificate namespace/name is Ready (as
+// WaitReady) with status.revision at least revision: its first issuance is
+// revision 1, each renewal adds 1.
+func WaitRevision(ctx context.Context, env *cluster.Env, namespace, name string, revision int64) error {
+	client, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	var last string
+	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		crt, err := client.Resource(Certificates).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = Conditions(crt)
+		rev, _, _ := unstructured.NestedInt64(crt.Object, "status", "revision")
+		if rev < revision {
+			last += fmt.Sprintf("; revision %d, want %d", rev, revision)
+			return false, nil
+		}
+		ready := condition(crt, "Ready")
+		if ready == nil || ready["status"] != "True" {
+			return false, nil
+		}
+		observed, ok, _ := unstructured.NestedInt64(ready, "observedGeneration")
+		return !ok || observed >= crt.GetGeneration(), nil
+	})
+	if err != nil {
+		return fmt.Errorf("certificate %s/%s not ready (%s): %w", namespace, name, last, err)
+	}
+	return nil
+}
+
+// Revision returns status.revision of the Certificate namespace/name (0
+// before its first issuance).
+func Revision(ctx context.Context, env *cluster.Env, namespace, name string) (int64, error) {
+	client, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		return 0, err
+	}
+	crt, err := client.Resource(Certificates).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	rev, _, err := unstructured.NestedInt64(crt.Object, "status", "revision")
+	return rev, err
+}
+
+// Renew asks cert-manager to issue the Certificate namespace/name again now,
+// as `cmctl renew` does: it sets the condition Issuing=True (reason
+// ManuallyTriggered) through the status subresource. It does nothing if
+// the Certificate is already being issued.
+func Renew(ctx context.Context, env *cluster.Env, namespace, name string) error {
+	client, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	certs := client.Resource(Certificates).Namespace(namespace)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crt, err := certs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c := condition(crt, "Issuing"); c != nil && c["status"] == "True" {
+			return nil
+		}
+		conds, _, err := unstructured.NestedSlice(crt.Object, "status", "conditions")
+		if err != nil {
+			return err
+		}
+		kept := conds[:0]
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Issuing" {
+				continue
+			}
+			kept = append(kept, c)
+		}
+		kept = append(kept, map[string]any{
+			"type":               "Issuing",
+			"status":             "True",
+			"reason":             "ManuallyTriggered",
+			"message":            "Certificate re-issuance manually triggered",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+			"observedGeneration": crt.GetGeneration(),
+		})
+		if err := unstructured.SetNestedSlice(crt.Object, kept, "status", "conditions"); err != nil {
+			return err
+		}
+		_, err = certs.UpdateStatus(ctx, crt, metav1.UpdateOptions{FieldManager: FieldManager})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("renew certificate %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// Conditions summarises the status conditions of a cert-manager object,
+// e.g. "Ready=False (Pending: Issuing certificate as Secret does not
+// exist)", for messages.
+func Conditions(obj *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	if len(conds) == 0 {
+		return "no conditions"
+	}
+	parts := make([]string, 0, len(conds))
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok {
+			parts = append(parts, describe(m))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describe(c map[string]any) string {
+	s := fmt.Sprintf("%v=%v", c["type"], c["status"])
+	if c["reason"] != nil || c["message"] != nil {
+		s += fmt.Sprintf(" (%v: %v)", c["reason"], c["message"])
+	}
+	return s
+}
+
+// condition returns the status condition of type typ of obj, or nil.
+func condition(obj *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"math/big"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/tests/certmanager"
+	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/webhook"
+)
+
+const (
+	systemNS    = "fastover-system"
+	servingCert = "fastover-webhook"
+	servingTLS  = "fastover-webhook-tls"
+	exampleNS   = "fastover-example"
+)
+
+// TestInstall installs fastover from manifests/ as a user would, with the
+// real cert-manager issuing the webhook's certificate, into namespaces that
+// enforce the restricted Pod Security Standard: every kustomization is
+// accepted without a warning, the example's pods are injected through the
+// caBundle cert-manager injected, and a forced renewal of the serving
+// certificate costs no admission.
+func TestInstall(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{Nodes: []string{"node-a", "node-b"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	certmanager.Start(t, env)
+
+	dir, err := manifests.Dir()
+	require.NoError(t, err)
+	applier, err := manifests.NewApplier(env.Config)
+	require.NoError(t, err)
+
+	// The webhook runs here, not in the cluster: the "local" overlay, with
+	// the API server pointed at a free port.
+	ports, err := cluster.FreePorts(3)
+	require.NoError(t, err)
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	local, err := manifests.Render(filepath.Join(dir, "overlays/local"))
+	require.NoError(t, err)
+	mwc := manifests.Find(local, "MutatingWebhookConfiguration", "fastover")
+	require.NotNil(t, mwc)
+	setWebhookURL(t, mwc, "https://"+addr+webhook.Path)
+
+	start := time.Now()
+	res, err := applier.Apply(ctx, local, manifests.ApplyOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, res.Warnings, "warnings applying overlays/local")
+
+	// cert-manager issues the chain and injects the CA.
+	require.NoError(t, certmanager.WaitReady(ctx, env, systemNS, servingCert))
+	issued := time.Since(start)
+	secret, err := env.Client.CoreV1().Secrets(systemNS).Get(ctx, servingTLS, metav1.GetOptions{})
+	require.NoError(t, err)
+	caPEM := secret.Data["ca.crt"]
+	require.NotEmpty(t, caPEM)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return string(caBundle(ctx, t, env)) == string(caPEM), nil
+	}), "cainjector never set the caBundle")
+	injected := time.Since(start)
+
+	// The webhook serves the Secret's files, mirrored as the kubelet would.
+	wh := &webhookServer{certDir: filepath.Join(t.TempDir(), "tls")}
+	mirrorCtx, stopMirror := context.WithCancel(ctx)
+	defer stopMirror()
+	require.NoError(t, manifests.MirrorSecret(mirrorCtx, env.Client, systemNS, servingTLS, wh.certDir, 100*time.Millisecond))
+	binary(t, "fastover-webhook") // built before the clock runs on
+	serving := time.Now()
+	wh.runAt(t, env, ports)
+	webhookUp := time.Since(serving)
+
+	// Everything else renders and passes validation and admission (dry
+	// run): the webhook Deployment as the restricted profile wants it.
+	kustomizations, err := manifests.Kustomizations(dir)
+	require.NoError(t, err)
+	for _, k := range kustomizations {
+		if k == "overlays/local" || k == "example" {
+			continue
+		}
+		res, err := applier.ApplyDir(ctx, filepath.Join(dir, k), manifests.ApplyOptions{DryRun: true})
+		require.NoError(t, err, "dry run of %s", k)
+		assert.Empty(t, res.Warnings, "warnings applying %s", k)
+	}
+
+	// The HA example for real: its pods pass the restricted profile and
+	// are injected through the TLS that cert-manager set up.
+	exampleApplied := time.Now()
+	res, err = applier.ApplyDir(ctx, filepath.Join(dir, "example"), manifests.ApplyOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, res.Warnings, "warnings applying example")
+	var firstInjected time.Duration
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := env.Client.CoreV1().Pods(exampleNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		ready := 0
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if firstInjected == 0 && p.Annotations[webhook.AnnotationInjected] != "" {
+				firstInjected = time.Since(exampleApplied)
+			}
+			if podReady(p) {
+				ready++
+			}
+		}
+		return ready == 3, nil
+	}), "the example's 3 pods never ran")
+	pods, err := env.Client.CoreV1().Pods(exampleNS).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		assert.Equal(t, "unreachable=0s", p.Annotations[webhook.AnnotationInjected], p.Name)
+		assertEffectiveSeconds(t, p, corev1.TaintNodeUnreachable, ptr.To[int64](0))
+	}
+	t.Logf("install: serving certificate Ready %v after the apply, caBundle injected at %v; webhook serving the Secret's files %v after its start; first example pod injected %v after the example's apply, 3 Ready after %v",
+		issued.Round(time.Millisecond), injected.Round(time.Millisecond), webhookUp.Round(time.Millisecond),
+		firstInjected.Round(time.Millisecond), time.Since(exampleApplied).Round(time.Millisecond))
+
+	t.Run("Rotation", func(t *testing.T) { installRotation(ctx, t, env, wh, caPEM) })
+}
+
+// installRotation forces cert-manager to renew the serving certificate
+// while a client creates pods: no admission fails or misses injection,
+// the webhook serves the new certificate without a restart, and the
+// caBundle stays the same.
+func installRotation(ctx context.Context, t *testing.T, env *cluster.Env, wh *webhookServer, caPEM []byte) {
+	const ns = "install-rotation"
+	require.NoError(t, env.CreateNamespace(ctx, ns, injectLabel()))
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(caPEM))
+	served := func() (*big.Int, error) {
+		conn, err := tls.Dial("tcp", wh.addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = conn.Close() }()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
+	}
+	oldSerial, err := served()
+	require.NoError(t, err)
+	pid := wh.proc.Pid()
+
+	var (
+		mu                sync.Mutex
+		created, failed   int
+		notInjected, errs []string
+		stop, done        = make(chan struct{}), make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := bare("")
+			p.GenerateName = "p-"
+			pod, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			mu.Lock()
+			switch {
+			case err != nil:
+				failed++
+				errs = append(errs, err.Error())
+			case pod.Annotations[webhook.AnnotationInjected] != "unreachable=0s":
+				notInjected = append(notInjected, pod.Name)
+			default:
+				created++
+			}
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return created }
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return count() >= 20, nil }))
+
+	before := count()
+	renewed := time.Now()
+	require.NoError(t, certmanager.Renew(ctx, env, systemNS, servingCert))
+	var newSerial *big.Int
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := env.Client.CoreV1().Secrets(systemNS).Get(ctx, servingTLS, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		newSerial = certSerial(t, s.Data["tls.crt"])
+		return newSerial.Cmp(oldSerial) != 0, nil
+	}), "cert-manager never renewed the serving certificate")
+	reissued := time.Since(renewed)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		serial, err := served()
+		return err == nil && serial.Cmp(newSerial) == 0, nil
+	}), "the webhook never served the renewed certificate")
+	switched := time.Since(renewed)
+	atSwitch := count()
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return count() >= atSwitch+20, nil }))
+	close(stop)
+	<-done
+
+	assert.Equal(t, pid, wh.proc.Pid(), "the webhook was not restarted")
+	assert.Zero(t, failed, "failed admissions: %s", strings.Join(errs, "; "))
+	assert.Empty(t, notInjected, "pods admitted without injection")
+	assert.Equal(t, string(caPEM), string(caBundle(ctx, t, env)), "the caBundle changed")
+	t.Logf("rotation: renewal asked, new certificate in the Secret after %v, served after %v; %d pods admitted before, %d after, 0 failed, 0 missed",
+		reissued.Round(time.Millisecond), switched.Round(time.Millisecond), before, count()-before)
+}
+
+func setWebhookURL(t *testing.T, mwc *unstructured.Unstructured, url string) {
+	t.Helper()
+	hooks, _, err := unstructured.NestedSlice(mwc.Object, "webhooks")
+	require.NoError(t, err)
+	require.Len(t, hooks, 1)
+	require.NoError(t, unstructured.SetNestedField(hooks[0].(map[string]any), url, "clientConfig", "url"))
+	require.NoError(t, unstructured.SetNestedSlice(mwc.Object, hooks, "webhooks"))
+}
+
+func caBundle(ctx context.Context, t *testing.T, env *cluster.Env) []byte {
+	t.Helper()
+	mwc, err := env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "fastover", metav1.GetOptions{})
+	require.NoError(t, err)
+	return mwc.Webhooks[0].ClientConfig.CABundle
+}
+
+func certSerial(t *testing.T, certPEM []byte) *big.Int {
+	t.Helper()
+	block, _ := pem.Decode(certPEM)
+	require.NotNil(t, block, "no PEM certificate")
+	c, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	return c.SerialNumber
+}
