@@ -62,6 +62,23 @@ func DecodePod(raw []byte) (PodDocument, error) {
 	return doc, nil
 }
 
+// DocumentOf is the PodDocument of a pod read from the API, for patching
+// a pod that exists (kubectl fastover fix, the reconciler). Empty maps and
+// lists count as missing: the API server's JSON leaves them out.
+func DocumentOf(pod *corev1.Pod) PodDocument {
+	return PodDocument{
+		Pod: Pod{
+			Annotations:     pod.Annotations,
+			OwnerReferences: pod.OwnerReferences,
+			Tolerations:     pod.Spec.Tolerations,
+		},
+		HasMetadata:    true,
+		HasAnnotations: len(pod.Annotations) > 0,
+		HasSpec:        true,
+		HasTolerations: len(pod.Spec.Tolerations) > 0,
+	}
+}
+
 // Patch returns the JSON Patch that applies the decision to the pod: one
 // replace per rewritten toleration, one add per added toleration, and the
 // mark annotation if it is not already what the decision says. It returns

@@ -2,7 +2,10 @@
 // pods of namespaces labelled fastover.io/inject=enabled get an
 // unreachable:NoExecute toleration of --toleration-seconds (0 by default).
 //
-// It needs no access to the API server: the API server calls it.
+// It needs no access to the API server: the API server calls it. With
+// --reconcile it also runs the retrofit reconciler on one replica, elected
+// through a Lease: pods of enabled namespaces that missed injection (the
+// webhook fails open) are fixed in place.
 package main
 
 import (
@@ -54,8 +57,9 @@ func (o *optionalSeconds) Set(s string) error {
 
 // config is the parsed command line.
 type config struct {
-	opts webhook.Options
-	zap  zap.Options
+	opts      webhook.Options
+	zap       zap.Options
+	reconcile reconcileConfig
 }
 
 func parseFlags(args []string, out io.Writer) (*config, error) {
@@ -79,6 +83,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		"if set, the same for node.kubernetes.io/not-ready:NoExecute (unset: not-ready is left alone)")
 	fs.Int64Var(&rule.DefaultTolerationSeconds, "default-toleration-seconds", rule.DefaultTolerationSeconds,
 		"the API server's --default-unreachable-toleration-seconds: a toleration with this value is its default and is rewritten")
+	c.reconcile.bindFlags(fs)
 	c.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -98,6 +103,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	if err := rule.Validate(); err != nil {
 		return nil, err
 	}
+	if err := c.reconcile.validate(); err != nil {
+		return nil, err
+	}
 	c.opts.Rule = &rule
 	return c, nil
 }
@@ -113,5 +121,20 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	// SIGTERM or SIGINT: stop accepting, answer what is in flight, exit.
-	return srv.Start(signals.SetupSignalHandler())
+	ctx := signals.SetupSignalHandler()
+	if !c.reconcile.enabled {
+		return srv.Start(ctx)
+	}
+	rec, err := c.reconcile.build(*c.opts.Rule, c.opts.Registry, logf.Log.WithName("reconciler"))
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec.run(ctx)
+	}()
+	err = srv.Start(ctx)
+	<-done
+	return err
 }

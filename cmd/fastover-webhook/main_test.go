@@ -20,6 +20,18 @@ func TestParseFlagsDefaults(t *testing.T) {
 	assert.Equal(t, int64(0), c.opts.Rule.TolerationSeconds)
 	assert.Nil(t, c.opts.Rule.NotReadyTolerationSeconds)
 	assert.Equal(t, int64(300), c.opts.Rule.DefaultTolerationSeconds)
+	assert.False(t, c.reconcile.enabled, "the reconciler is opt-in")
+	assert.Equal(t, "fastover-reconciler", c.reconcile.lease)
+}
+
+func TestParseFlagsReconcile(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "ops")
+	c, err := parseFlags([]string{"--reconcile", "--reconcile-qps=5", "--leader-lease-duration=4s"}, io.Discard)
+	require.NoError(t, err)
+	assert.True(t, c.reconcile.enabled)
+	assert.InDelta(t, 5.0, c.reconcile.qps, 0)
+	assert.Equal(t, "ops", c.reconcile.namespace)
+	assert.Equal(t, "4s", c.reconcile.leaseDuration.String())
 }
 
 func TestParseFlags(t *testing.T) {
@@ -40,6 +52,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"--tls-min-version=1.1"},
 		{"--no-such-flag"},
 		{"extra"},
+		{"--reconcile", "--reconcile-qps=0"},
 	} {
 		_, err := parseFlags(args, io.Discard)
 		assert.Error(t, err, "%v", args)

@@ -32,12 +32,19 @@ func (e *Env) KubeconfigFor(ctx context.Context, namespace, name string, rules [
 	if _, err := c.RbacV1().RoleBindings(namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("create role binding: %w", err)
 	}
-	tok, err := c.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+	return e.KubeconfigAs(ctx, namespace, name)
+}
+
+// KubeconfigAs writes a kubeconfig that authenticates as an existing
+// ServiceAccount (a token from the TokenRequest API), with its namespace as
+// the default, and returns its path.
+func (e *Env) KubeconfigAs(ctx context.Context, namespace, serviceAccount string) (string, error) {
+	tok, err := e.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, serviceAccount, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("request token: %w", err)
 	}
-	path := filepath.Join(e.Dir, "kubeconfig-"+namespace+"-"+name)
-	return path, e.writeKubeconfigFile(path, name, tok.Status.Token, namespace)
+	path := filepath.Join(e.Dir, "kubeconfig-"+namespace+"-"+serviceAccount)
+	return path, e.writeKubeconfigFile(path, serviceAccount, tok.Status.Token, namespace)
 }

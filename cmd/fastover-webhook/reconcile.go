@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fastover/fastover/leader"
+	"github.com/fastover/fastover/retrofit"
+	"github.com/fastover/fastover/webhook"
+)
+
+// reconcileConfig holds the flags of the --reconcile mode.
+type reconcileConfig struct {
+	enabled       bool
+	kubeconfig    string
+	qps           float64
+	namespace     string
+	lease         string
+	identity      string
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+}
+
+func (r *reconcileConfig) bindFlags(fs *flag.FlagSet) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "fastover-system"
+	}
+	fs.BoolVar(&r.enabled, "reconcile", false,
+		"also fix, in place, pods of enabled namespaces that missed injection (one replica at a time, elected through a Lease)")
+	fs.StringVar(&r.kubeconfig, "kubeconfig", "", "kubeconfig for --reconcile (default: in-cluster config)")
+	fs.Float64Var(&r.qps, "reconcile-qps", retrofit.DefaultQPS, "most pods patched per second by --reconcile")
+	fs.StringVar(&r.namespace, "leader-election-namespace", ns, "namespace of the reconciler's Lease (default $POD_NAMESPACE, else fastover-system)")
+	fs.StringVar(&r.lease, "leader-election-id", "fastover-reconciler", "name of the reconciler's Lease")
+	fs.StringVar(&r.identity, "leader-election-identity", "", "identity in the Lease (default $POD_NAME, else the host name)")
+	fs.DurationVar(&r.leaseDuration, "leader-lease-duration", leader.DefaultLeaseDuration, "lease duration of the reconciler's election")
+	fs.DurationVar(&r.renewDeadline, "leader-renew-deadline", leader.DefaultRenewDeadline, "renew deadline of the reconciler's election")
+	fs.DurationVar(&r.retryPeriod, "leader-retry-period", leader.DefaultRetryPeriod, "retry period of the reconciler's election")
+}
+
+func (r *reconcileConfig) validate() error {
+	if r.qps <= 0 {
+		return fmt.Errorf("--reconcile-qps must be positive, got %v", r.qps)
+	}
+	return nil
+}
+
+// reconcileRunner runs the reconciler whenever this replica leads.
+type reconcileRunner struct {
+	cfg     *reconcileConfig
+	client  kubernetes.Interface
+	rec     *retrofit.Reconciler
+	metrics *leader.Metrics
+	log     logr.Logger
+}
+
+func (r *reconcileConfig) build(rule webhook.Rule, registry *prometheus.Registry, log logr.Logger) (*reconcileRunner, error) {
+	restConfig, err := clientcmd.BuildConfigFromFlags("", r.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--reconcile: %w", err)
+	}
+	restConfig.UserAgent = "fastover-webhook/reconciler"
+	// The reconciler paces its patches itself (--reconcile-qps); leave
+	// room above that for its watches and the Lease, instead of
+	// client-go's default of 5 requests per second.
+	restConfig.QPS = float32(r.qps) + 10
+	restConfig.Burst = int(r.qps) + 20
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	// The webhook server's registry: its own if set, controller-runtime's
+	// otherwise (a nil *Registry must not become a non-nil Registerer).
+	var reg prometheus.Registerer = crmetrics.Registry
+	if registry != nil {
+		reg = registry
+	}
+	rm, err := retrofit.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	lm, err := leader.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &reconcileRunner{
+		cfg:    r,
+		client: client,
+		rec: &retrofit.Reconciler{
+			Client:  client,
+			Auditor: retrofit.Auditor{Rule: rule},
+			QPS:     r.qps,
+			Metrics: rm,
+			Logger:  log,
+		},
+		metrics: lm,
+		log:     log,
+	}, nil
+}
+
+// run takes part in the election until ctx ends; when this replica leads,
+// it reconciles. Lost leadership (the API server unreachable for the renew
+// deadline) stops the reconciler; the replica then stands by again, and
+// keeps serving the webhook all along.
+func (r *reconcileRunner) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		el, err := leader.New(leader.Config{
+			Client:        r.client,
+			Namespace:     r.cfg.namespace,
+			LeaseName:     r.cfg.lease,
+			Identity:      r.cfg.identity,
+			LeaseDuration: r.cfg.leaseDuration,
+			RenewDeadline: r.cfg.renewDeadline,
+			RetryPeriod:   r.cfg.retryPeriod,
+			Metrics:       r.metrics,
+			Logger:        r.log,
+		})
+		if err != nil {
+			r.log.Error(err, "reconciler election not started")
+			return
+		}
+		err = el.Run(ctx, r.rec.Run)
+		switch {
+		case err == nil, ctx.Err() != nil:
+			return
+		case errors.Is(err, leader.ErrLeadershipLost):
+			r.log.Info("reconciler lost its leadership; standing by again")
+		default:
+			r.log.Error(err, "reconciler election failed; trying again")
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.cfg.retryPeriod):
+		}
+	}
+}

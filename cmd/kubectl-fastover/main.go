@@ -1,0 +1,340 @@
+// Command kubectl-fastover is a kubectl plugin: with it on the PATH,
+// `kubectl fastover audit` lists each pod's effective unreachable and
+// not-ready tolerations and flags the pods that are not on fastover's fast
+// path, and `kubectl fastover fix` patches those pods in place with the
+// webhook's own rule.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fastover/fastover/retrofit"
+	"github.com/fastover/fastover/webhook"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitNeedsFix = 1 // audit found pods to fix; fix failed on some
+	exitError    = 2
+)
+
+// errNeedsFix makes the command exit with exitNeedsFix, after its output.
+var errNeedsFix = errors.New("pods need fixing")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newRootCommand(stdout, stderr)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errNeedsFix):
+		return exitNeedsFix
+	default:
+		_, _ = fmt.Fprintln(stderr, "error:", err)
+		return exitError
+	}
+}
+
+// options are the flags every subcommand shares.
+type options struct {
+	config        *genericclioptions.ConfigFlags
+	allNamespaces bool
+	output        string
+	rule          webhook.Rule
+	notReady      optionalSeconds
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	o := &options{config: genericclioptions.NewConfigFlags(true), rule: webhook.DefaultRule()}
+	root := &cobra.Command{
+		Use:   "kubectl-fastover",
+		Short: "Find and fix pods that would wait 300 s on a lost node",
+		Long: `kubectl fastover audits the pods of the namespaces labelled fastover.io/inject=enabled
+(or of one namespace, or of all) for their effective node.kubernetes.io/unreachable and
+not-ready NoExecute tolerations, and fixes in place, with the webhook's rule, the pods
+that missed injection. The rule flags must match the webhook's.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	flags := root.PersistentFlags()
+	o.config.AddFlags(flags)
+	flags.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "audit every namespace (pods of namespaces that are not enabled are listed as out-of-scope)")
+	flags.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	flags.Int64Var(&o.rule.TolerationSeconds, "toleration-seconds", o.rule.TolerationSeconds, "the webhook's --toleration-seconds")
+	flags.Var(&o.notReady, "not-ready-toleration-seconds", "the webhook's --not-ready-toleration-seconds (unset: not-ready is left alone)")
+	flags.Int64Var(&o.rule.DefaultTolerationSeconds, "default-toleration-seconds", o.rule.DefaultTolerationSeconds, "the API server's --default-unreachable-toleration-seconds")
+	root.AddCommand(newAuditCommand(o), newFixCommand(o))
+	return root
+}
+
+// setup validates the shared flags and returns a client and the scope.
+func (o *options) setup() (kubernetes.Interface, retrofit.Scope, error) {
+	o.rule.NotReadyTolerationSeconds = o.notReady.v
+	if err := o.rule.Validate(); err != nil {
+		return nil, retrofit.Scope{}, err
+	}
+	switch o.output {
+	case "table", "json", "yaml":
+	default:
+		return nil, retrofit.Scope{}, fmt.Errorf("--output %q: want table, json or yaml", o.output)
+	}
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return nil, retrofit.Scope{}, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, retrofit.Scope{}, err
+	}
+	scope := retrofit.Scope{AllNamespaces: o.allNamespaces}
+	if !o.allNamespaces && o.config.Namespace != nil && *o.config.Namespace != "" {
+		scope.Namespace = *o.config.Namespace
+	}
+	return client, scope, nil
+}
+
+func newAuditCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "audit",
+		Short: "List pods' effective tolerations; exit 1 if some need fixing",
+		Example: `  kubectl fastover audit                  # namespaces labelled fastover.io/inject=enabled
+  kubectl fastover audit -n shop -o json
+  kubectl fastover audit -A               # every namespace`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, scope, err := o.setup()
+			if err != nil {
+				return err
+			}
+			a := retrofit.Auditor{Rule: o.rule, InstalledAt: retrofit.InstalledAt(cmd.Context(), client)}
+			findings, err := a.Audit(cmd.Context(), client, scope)
+			if err != nil {
+				return err
+			}
+			if err := printFindings(cmd.OutOrStdout(), o.output, findings); err != nil {
+				return err
+			}
+			if retrofit.NeedsFix(findings) > 0 {
+				return errNeedsFix
+			}
+			return nil
+		},
+	}
+}
+
+func newFixCommand(o *options) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "fix",
+		Short: "Patch, in place, the pods that audit says need fixing",
+		Long: `fix gives the pods that missed injection the webhook's toleration, in place: the
+pods keep running (same UID). It never touches pods the rule leaves alone (opted out,
+a toleration of the user's own, DaemonSet and mirror pods).`,
+		Example: `  kubectl fastover fix --dry-run          # what would change (server-side dry run)
+  kubectl fastover fix -n shop`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, scope, err := o.setup()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			a := retrofit.Auditor{Rule: o.rule, InstalledAt: retrofit.InstalledAt(ctx, client)}
+			findings, err := a.Audit(ctx, client, scope)
+			if err != nil {
+				return err
+			}
+			fixer := retrofit.Fixer{Client: client, Rule: o.rule, DryRun: dryRun, FieldManager: "kubectl-fastover"}
+			report := fix(ctx, fixer, findings)
+			if err := report.print(cmd.OutOrStdout(), o.output, dryRun); err != nil {
+				return err
+			}
+			if report.Failed > 0 {
+				return errNeedsFix
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "send the patches as a server-side dry run: validated and admitted, not stored")
+	return cmd
+}
+
+// fixReport is what fix did.
+type fixReport struct {
+	Fixed   []fixedPod `json:"fixed"`
+	Failed  int        `json:"failed"`
+	Errors  []string   `json:"errors,omitempty"`
+	Kept    int        `json:"kept"`
+	Fast    int        `json:"fast"`
+	Gone    int        `json:"gone"`
+	DryRun  bool       `json:"dryRun"`
+	Skipped int        `json:"outOfScope"`
+}
+
+type fixedPod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	Before    string `json:"before"`
+	Mark      string `json:"mark"`
+	Reason    string `json:"reason"`
+}
+
+func fix(ctx context.Context, fixer retrofit.Fixer, findings []retrofit.Finding) fixReport {
+	r := fixReport{DryRun: fixer.DryRun}
+	for _, f := range findings {
+		switch f.Status {
+		case retrofit.StatusFast:
+			r.Fast++
+			continue
+		case retrofit.StatusKept:
+			r.Kept++
+			continue
+		case retrofit.StatusOutOfScope:
+			r.Skipped++
+			continue
+		}
+		res, err := fixer.Fix(ctx, f.Pod())
+		switch {
+		case err != nil:
+			r.Failed++
+			r.Errors = append(r.Errors, err.Error())
+		case res.Gone:
+			r.Gone++
+		case res.Patched:
+			r.Fixed = append(r.Fixed, fixedPod{
+				Namespace: f.Namespace, Name: f.Name, UID: f.UID,
+				Before: f.Unreachable.String(), Mark: res.Mark, Reason: f.Reason,
+			})
+		default:
+			r.Fast++ // fixed meanwhile, by the reconciler or someone else
+		}
+	}
+	return r
+}
+
+func (r fixReport) print(w io.Writer, format string, dryRun bool) error {
+	if format != "table" {
+		return encode(w, format, r)
+	}
+	verb := "fixed"
+	if dryRun {
+		verb = "would fix (dry run)"
+	}
+	for _, p := range r.Fixed {
+		_, _ = fmt.Fprintf(w, "%s pod %s/%s: unreachable %s -> %s (%s)\n", verb, p.Namespace, p.Name, p.Before, p.Mark, p.Reason)
+	}
+	for _, e := range r.Errors {
+		_, _ = fmt.Fprintf(w, "failed: %s\n", e)
+	}
+	_, err := fmt.Fprintf(w, "%s %d pods; %d failed; left alone: %d already fast, %d kept by the rule, %d out of scope, %d gone\n",
+		verb, len(r.Fixed), r.Failed, r.Fast, r.Kept, r.Skipped, r.Gone)
+	return err
+}
+
+// auditReport is audit's -o json / -o yaml document.
+type auditReport struct {
+	Pods    []retrofit.Finding `json:"pods"`
+	Summary map[string]int     `json:"summary"`
+}
+
+func printFindings(w io.Writer, format string, findings []retrofit.Finding) error {
+	counts := map[string]int{}
+	for _, f := range findings {
+		counts[string(f.Status)]++
+	}
+	if format != "table" {
+		if findings == nil {
+			findings = []retrofit.Finding{}
+		}
+		return encode(w, format, auditReport{Pods: findings, Summary: counts})
+	}
+	if len(findings) == 0 {
+		_, err := fmt.Fprintln(w, "No pods found in namespaces labelled fastover.io/inject=enabled.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "NAMESPACE\tPOD\tNODE\tUNREACHABLE\tNOT-READY\tSTATUS\tREASON")
+	for _, f := range findings {
+		node := f.Node
+		if node == "" {
+			node = "<none>"
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Namespace, f.Name, node, f.Unreachable, f.NotReady, f.Status, f.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%d pods: %d fast, %d need fixing, %d kept by the rule, %d out of scope.\n",
+		len(findings), counts[string(retrofit.StatusFast)], counts[string(retrofit.StatusNeedsFix)],
+		counts[string(retrofit.StatusKept)], counts[string(retrofit.StatusOutOfScope)])
+	if err == nil && counts[string(retrofit.StatusNeedsFix)] > 0 {
+		_, err = fmt.Fprintln(w, "Run `kubectl fastover fix` to fix them in place (`--dry-run` first to see).")
+	}
+	return err
+}
+
+func encode(w io.Writer, format string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == "yaml" {
+		if data, err = yaml.JSONToYAML(data); err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", data)
+	return err
+}
+
+// optionalSeconds is a flag that is either unset or a non-negative number.
+type optionalSeconds struct{ v *int64 }
+
+var _ pflag.Value = (*optionalSeconds)(nil)
+
+func (o *optionalSeconds) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return strconv.FormatInt(*o.v, 10)
+}
+
+func (o *optionalSeconds) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a non-negative number of seconds, got %q", s)
+	}
+	o.v = &n
+	return nil
+}
+
+func (o *optionalSeconds) Type() string { return "seconds" }

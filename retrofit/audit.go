@@ -1,0 +1,279 @@
+package retrofit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fastover/fastover/webhook"
+)
+
+// ExcludedNamespaces are never injected, labelled or not: the webhook's
+// configuration excludes them (manifests/webhook).
+var ExcludedNamespaces = []string{"kube-system", "fastover-system"}
+
+// WebhookConfiguration is the name of fastover's
+// MutatingWebhookConfiguration; its creation time tells pods created
+// before the install from pods the webhook missed.
+const WebhookConfiguration = "fastover"
+
+// Status is where a pod stands.
+type Status string
+
+// Statuses of a pod.
+const (
+	// StatusFast: its effective tolerations are what the rule wants.
+	StatusFast Status = "fast"
+	// StatusNeedsFix: the rule would change its tolerations; Fix does.
+	StatusNeedsFix Status = "needs-fix"
+	// StatusKept: the rule leaves it alone (opted out, the user's own
+	// toleration, a DaemonSet or mirror pod, an invalid override).
+	StatusKept Status = "kept"
+	// StatusOutOfScope: its namespace is not enabled, or it has finished
+	// or is being deleted.
+	StatusOutOfScope Status = "out-of-scope"
+)
+
+// Finding is the audit of one pod.
+type Finding struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	Node      string `json:"node,omitempty"`
+	// Unreachable and NotReady are the pod's effective tolerations now,
+	// as the taint-eviction controller picks them.
+	Unreachable Effective `json:"unreachable"`
+	NotReady    Effective `json:"notReady"`
+	Status      Status    `json:"status"`
+	// Reason says why, in a few words.
+	Reason string `json:"reason"`
+	// Mark is the fastover.io/injected annotation Fix would write (for
+	// StatusNeedsFix) or the pod carries.
+	Mark string `json:"mark,omitempty"`
+
+	pod      *corev1.Pod
+	decision webhook.Decision
+}
+
+// Effective is a pod's effective NoExecute toleration for one taint.
+type Effective struct {
+	// Seconds is its tolerationSeconds; nil means forever or, with
+	// Tolerated false, evicted at once.
+	Seconds *int64 `json:"seconds,omitempty"`
+	// Tolerated is false when no toleration matches the taint.
+	Tolerated bool `json:"tolerated"`
+	// Default is true when it is exactly the API server's default.
+	Default bool `json:"default,omitempty"`
+}
+
+// String is e.g. "0s", "300s (default)", "forever" or "none".
+func (e Effective) String() string {
+	switch {
+	case !e.Tolerated:
+		return "none"
+	case e.Seconds == nil:
+		return "forever"
+	case e.Default:
+		return strconv.FormatInt(*e.Seconds, 10) + "s (default)"
+	default:
+		return strconv.FormatInt(*e.Seconds, 10) + "s"
+	}
+}
+
+func effective(rule webhook.Rule, tols []corev1.Toleration, key string) Effective {
+	i := webhook.EffectiveToleration(tols, key)
+	if i < 0 {
+		return Effective{}
+	}
+	t := tols[i]
+	e := Effective{Tolerated: true, Seconds: t.TolerationSeconds}
+	e.Default = t.Key == key && t.Operator == corev1.TolerationOpExists && t.Effect == corev1.TaintEffectNoExecute &&
+		t.TolerationSeconds != nil && *t.TolerationSeconds == rule.DefaultTolerationSeconds
+	return e
+}
+
+// Auditor classifies pods with a rule.
+type Auditor struct {
+	// Rule is the webhook's rule; it must be the one the webhook runs with.
+	Rule webhook.Rule
+	// InstalledAt, if not zero, is when fastover was installed (the
+	// webhook configuration's creation): a pod created before it "predates
+	// fastover", one created after it was "missed by the webhook".
+	InstalledAt time.Time
+}
+
+// Enabled reports whether the webhook injects pods of the namespace.
+func Enabled(ns *corev1.Namespace) bool {
+	return ns.Labels[webhook.NamespaceLabel] == webhook.NamespaceLabelValue &&
+		!slices.Contains(ExcludedNamespaces, ns.Name)
+}
+
+// Classify audits one pod; enabled says whether its namespace is enabled.
+func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
+	f := Finding{
+		Namespace:   pod.Namespace,
+		Name:        pod.Name,
+		UID:         string(pod.UID),
+		Node:        pod.Spec.NodeName,
+		Unreachable: effective(a.Rule, pod.Spec.Tolerations, corev1.TaintNodeUnreachable),
+		NotReady:    effective(a.Rule, pod.Spec.Tolerations, corev1.TaintNodeNotReady),
+		Mark:        pod.Annotations[webhook.AnnotationInjected],
+		pod:         pod,
+	}
+	switch {
+	case !enabled:
+		f.Status, f.Reason = StatusOutOfScope, "namespace not enabled"
+		return f
+	case pod.DeletionTimestamp != nil:
+		f.Status, f.Reason = StatusOutOfScope, "terminating"
+		return f
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		f.Status, f.Reason = StatusOutOfScope, "finished"
+		return f
+	}
+	d := a.Rule.Decide(webhook.DocumentOf(pod).Pod)
+	f.decision = d
+	switch {
+	case d.Skip == webhook.SkipOptOut:
+		f.Status, f.Reason = StatusKept, "opted out ("+webhook.AnnotationInject+": \"false\")"
+	case d.Skip == webhook.SkipDaemonSet:
+		f.Status, f.Reason = StatusKept, "DaemonSet pod"
+	case d.Skip == webhook.SkipMirror:
+		f.Status, f.Reason = StatusKept, "mirror pod"
+	case d.Deny != "":
+		f.Status, f.Reason = StatusKept, "invalid "+webhook.AnnotationTolerationSeconds+" annotation"
+	case d.Changed():
+		f.Status, f.Mark = StatusNeedsFix, d.Mark()
+		switch {
+		case pod.Annotations[webhook.AnnotationInjected] != "":
+			f.Reason = "tolerations changed since injection"
+		case !a.InstalledAt.IsZero() && !pod.CreationTimestamp.After(a.InstalledAt.Truncate(time.Second)):
+			// Creation times have a precision of a second: a pod of the
+			// install's second counts as created before it.
+			f.Reason = "created before fastover was installed"
+		case !a.InstalledAt.IsZero():
+			f.Reason = "missed by the webhook (down, or namespace labelled later)"
+		default:
+			f.Reason = "not injected"
+		}
+	default:
+		var user []string
+		for _, t := range d.Taints {
+			if t.Action == webhook.ActionKeepUser {
+				user = append(user, t.Name)
+			}
+		}
+		if len(user) > 0 {
+			f.Status, f.Reason = StatusKept, "user's own "+strings.Join(user, ", ")+" toleration"
+		} else {
+			f.Status, f.Reason = StatusFast, "injected"
+			if pod.Annotations[webhook.AnnotationInjected] == "" {
+				f.Reason = "already as wanted"
+			}
+		}
+	}
+	return f
+}
+
+// Scope says which pods an audit reads.
+type Scope struct {
+	// Namespace, if not empty, is the one namespace audited, enabled or
+	// not (its pods are out of scope if it is not).
+	Namespace string
+	// AllNamespaces lists every namespace's pods; the pods of namespaces
+	// that are not enabled are reported out of scope. Without it (and
+	// without Namespace), only enabled namespaces are read.
+	AllNamespaces bool
+}
+
+// Audit lists the pods of the scope and classifies each. The result is
+// sorted by namespace and name.
+func (a Auditor) Audit(ctx context.Context, client kubernetes.Interface, scope Scope) ([]Finding, error) {
+	nsList, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	enabled := map[string]bool{}
+	var read []string
+	for i := range nsList.Items {
+		ns := &nsList.Items[i]
+		enabled[ns.Name] = Enabled(ns)
+		switch {
+		case scope.Namespace != "":
+		case scope.AllNamespaces, enabled[ns.Name]:
+			read = append(read, ns.Name)
+		}
+	}
+	if scope.Namespace != "" {
+		if _, ok := enabled[scope.Namespace]; !ok {
+			return nil, fmt.Errorf("namespace %q not found", scope.Namespace)
+		}
+		read = []string{scope.Namespace}
+	}
+	var out []Finding
+	for _, ns := range read {
+		pods, err := listPods(ctx, client, ns)
+		if err != nil {
+			return nil, err
+		}
+		for i := range pods {
+			out = append(out, a.Classify(&pods[i], enabled[ns]))
+		}
+	}
+	slices.SortFunc(out, func(x, y Finding) int {
+		if c := strings.Compare(x.Namespace, y.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	return out, nil
+}
+
+// listPods lists a namespace's pods in pages.
+func listPods(ctx context.Context, client kubernetes.Interface, ns string) ([]corev1.Pod, error) {
+	var pods []corev1.Pod
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		list, err := client.CoreV1().Pods(ns).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list pods in %s: %w", ns, err)
+		}
+		pods = append(pods, list.Items...)
+		if list.Continue == "" {
+			return pods, nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+// InstalledAt returns the creation time of fastover's webhook
+// configuration, or the zero time if it cannot be read (not installed, or
+// not allowed): the audit then says "not injected" without guessing why.
+func InstalledAt(ctx context.Context, client kubernetes.Interface) time.Time {
+	mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, WebhookConfiguration, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}
+	}
+	return mwc.CreationTimestamp.Time
+}
+
+// NeedsFix counts the findings with StatusNeedsFix.
+func NeedsFix(findings []Finding) int {
+	n := 0
+	for _, f := range findings {
+		if f.Status == StatusNeedsFix {
+			n++
+		}
+	}
+	return n
+}
+
+// Pod returns the pod the finding was made from.
+func (f Finding) Pod() *corev1.Pod { return f.pod }
