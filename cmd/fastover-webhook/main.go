@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
@@ -35,26 +34,6 @@ func main() {
 	}
 }
 
-// optionalSeconds is a flag that is either unset or a non-negative number
-// of seconds.
-type optionalSeconds struct{ v *int64 }
-
-func (o *optionalSeconds) String() string {
-	if o.v == nil {
-		return ""
-	}
-	return strconv.FormatInt(*o.v, 10)
-}
-
-func (o *optionalSeconds) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return fmt.Errorf("want a non-negative integer, got %q", s)
-	}
-	o.v = &n
-	return nil
-}
-
 // config is the parsed command line.
 type config struct {
 	opts      webhook.Options
@@ -67,7 +46,6 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.SetOutput(out)
 	c := &config{}
 	rule := webhook.DefaultRule()
-	var notReady optionalSeconds
 	tlsMin := "1.2"
 	fs.StringVar(&c.opts.Host, "host", "", "address the webhook binds to (default: all)")
 	fs.IntVar(&c.opts.Port, "port", 9443, "port of the webhook's HTTPS server")
@@ -77,12 +55,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.BoolVar(&c.opts.EnableHTTP2, "enable-http2", false, "serve HTTP/2 as well as HTTP/1.1")
 	fs.StringVar(&c.opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
 	fs.StringVar(&c.opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" disables them)`)
-	fs.Int64Var(&rule.TolerationSeconds, "toleration-seconds", rule.TolerationSeconds,
-		"tolerationSeconds of the effective node.kubernetes.io/unreachable:NoExecute toleration")
-	fs.Var(&notReady, "not-ready-toleration-seconds",
-		"if set, the same for node.kubernetes.io/not-ready:NoExecute (unset: not-ready is left alone)")
-	fs.Int64Var(&rule.DefaultTolerationSeconds, "default-toleration-seconds", rule.DefaultTolerationSeconds,
-		"the API server's --default-unreachable-toleration-seconds: a toleration with this value is its default and is rewritten")
+	rule.AddFlags(fs)
 	c.reconcile.bindFlags(fs)
 	c.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -99,7 +72,6 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	default:
 		return nil, fmt.Errorf("--tls-min-version: want 1.2 or 1.3, got %q", tlsMin)
 	}
-	rule.NotReadyTolerationSeconds = notReady.v
 	if err := rule.Validate(); err != nil {
 		return nil, err
 	}

@@ -9,16 +9,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -65,7 +64,6 @@ type options struct {
 	allNamespaces bool
 	output        string
 	rule          webhook.Rule
-	notReady      optionalSeconds
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -86,16 +84,16 @@ that missed injection. The rule flags must match the webhook's.`,
 	o.config.AddFlags(flags)
 	flags.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "audit every namespace (pods of namespaces that are not enabled are listed as out-of-scope)")
 	flags.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
-	flags.Int64Var(&o.rule.TolerationSeconds, "toleration-seconds", o.rule.TolerationSeconds, "the webhook's --toleration-seconds")
-	flags.Var(&o.notReady, "not-ready-toleration-seconds", "the webhook's --not-ready-toleration-seconds (unset: not-ready is left alone)")
-	flags.Int64Var(&o.rule.DefaultTolerationSeconds, "default-toleration-seconds", o.rule.DefaultTolerationSeconds, "the API server's --default-unreachable-toleration-seconds")
+	// The rule's flags, as the webhook's: they must have the same values.
+	rule := flag.NewFlagSet("rule", flag.ContinueOnError)
+	o.rule.AddFlags(rule)
+	flags.AddGoFlagSet(rule)
 	root.AddCommand(newAuditCommand(o), newFixCommand(o))
 	return root
 }
 
 // setup validates the shared flags and returns a client and the scope.
 func (o *options) setup() (kubernetes.Interface, retrofit.Scope, error) {
-	o.rule.NotReadyTolerationSeconds = o.notReady.v
 	if err := o.rule.Validate(); err != nil {
 		return nil, retrofit.Scope{}, err
 	}
@@ -315,26 +313,3 @@ func encode(w io.Writer, format string, v any) error {
 	_, err = fmt.Fprintf(w, "%s\n", data)
 	return err
 }
-
-// optionalSeconds is a flag that is either unset or a non-negative number.
-type optionalSeconds struct{ v *int64 }
-
-var _ pflag.Value = (*optionalSeconds)(nil)
-
-func (o *optionalSeconds) String() string {
-	if o.v == nil {
-		return ""
-	}
-	return strconv.FormatInt(*o.v, 10)
-}
-
-func (o *optionalSeconds) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return fmt.Errorf("want a non-negative number of seconds, got %q", s)
-	}
-	o.v = &n
-	return nil
-}
-
-func (o *optionalSeconds) Type() string { return "seconds" }

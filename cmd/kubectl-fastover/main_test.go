@@ -15,7 +15,7 @@ func TestBadInputIsAClearError(t *testing.T) {
 	}{
 		{[]string{"audit", "-o", "xml"}, `--output "xml": want table, json or yaml`},
 		{[]string{"audit", "--toleration-seconds=-1"}, "toleration seconds must not be negative"},
-		{[]string{"fix", "--not-ready-toleration-seconds=soon"}, `want a non-negative number of seconds, got "soon"`},
+		{[]string{"fix", "--not-ready-toleration-seconds=soon"}, `want a non-negative integer, got "soon"`},
 		{[]string{"audit", "extra"}, `unknown command "extra"`},
 		{[]string{"repair"}, `unknown command "repair"`},
 	} {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -232,9 +233,8 @@ func bare(name string) *corev1.Pod {
 	}
 }
 
-// scrape returns the value of a metric series from the webhook's /metrics,
-// named as in the exposition format (name{labels}), or -1 if absent.
-func (w *webhookServer) scrape(t *testing.T, series string) float64 {
+// metricLines fetches the webhook's /metrics, one line per element.
+func (w *webhookServer) metricLines(t *testing.T) []string {
 	t.Helper()
 	resp, err := http.Get(w.metrics)
 	if err != nil {
@@ -245,13 +245,16 @@ func (w *webhookServer) scrape(t *testing.T, series string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(body), "\n") {
+	return strings.Split(string(body), "\n")
+}
+
+// scrape returns the value of a metric series from the webhook's /metrics,
+// named as in the exposition format (name{labels}), or -1 if absent.
+func (w *webhookServer) scrape(t *testing.T, series string) float64 {
+	t.Helper()
+	for _, line := range w.metricLines(t) {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("metric %s: %v", series, err)
-			}
-			return f
+			return parseSample(t, line, v)
 		}
 	}
 	return -1
@@ -261,18 +264,9 @@ func (w *webhookServer) scrape(t *testing.T, series string) float64 {
 // one of the given strings (such as `method="PATCH"`).
 func (w *webhookServer) scrapeSum(t *testing.T, name string, contains ...string) float64 {
 	t.Helper()
-	resp, err := http.Get(w.metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sum := 0.0
 lines:
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range w.metricLines(t) {
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}
@@ -281,11 +275,83 @@ lines:
 				continue lines
 			}
 		}
-		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metric %s: %v", line, err)
-		}
-		sum += f
+		sum += parseSample(t, line, line[strings.LastIndexByte(line, ' ')+1:])
 	}
 	return sum
+}
+
+func parseSample(t *testing.T, line, value string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(value, 64)
+	if err != nil {
+		t.Fatalf("metric %q: %v", line, err)
+	}
+	return f
+}
+
+// podStream is a client that creates a pod every 20 ms through the API
+// server, as a workload would while the webhook's certificate changes, and
+// counts the admissions: injected, failed, or admitted without injection.
+type podStream struct {
+	mu          sync.Mutex
+	injected    int
+	errs        []string
+	notInjected []string
+	stop, done  chan struct{}
+}
+
+func startPodStream(ctx context.Context, env *cluster.Env, ns string) *podStream {
+	s := &podStream{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			p := bare("")
+			p.GenerateName = "p-"
+			pod, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			s.mu.Lock()
+			switch {
+			case err != nil:
+				s.errs = append(s.errs, err.Error())
+			case pod.Annotations[webhook.AnnotationInjected] != "unreachable=0s":
+				s.notInjected = append(s.notInjected, pod.Name)
+			default:
+				s.injected++
+			}
+			s.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return s
+}
+
+// count is the number of pods admitted with injection so far.
+func (s *podStream) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.injected
+}
+
+// waitMore waits until n more pods have been admitted with injection.
+func (s *podStream) waitMore(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	target := s.count() + n
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return s.count() >= target, nil }); err != nil {
+		t.Fatalf("pods are no longer admitted with injection: %d of %d", s.count(), target)
+	}
+}
+
+// finish stops the client and checks that no admission failed or missed
+// injection.
+func (s *podStream) finish(t *testing.T) {
+	t.Helper()
+	close(s.stop)
+	<-s.done
+	assert.Empty(t, s.errs, "failed admissions")
+	assert.Empty(t, s.notInjected, "pods admitted without injection")
 }
