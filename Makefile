@@ -14,10 +14,10 @@ E2E_TIMEOUT ?= 20m
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## build the pinned control-plane binaries, kwok stages and golangci-lint into bin/
+tools: ## build the pinned control-plane binaries, kwok stages, cert-manager and golangci-lint into bin/
 	@tests/tools/build.sh
 
 .PHONY: fmt-check
@@ -65,6 +65,20 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 	go build -o $(BIN)/fastover-example ./cmd/fastover-example
 	go build -o $(BIN)/leaderbaseline ./tests/bench/leaderbaseline
 	go run ./tests/bench/failover -bin $(BIN) -runs $(BENCH_RUNS)
+
+# make demo: GRACE=50s for Kubernetes' default node-monitor grace period
+# (the demo's default is 20s); DEMO_FLAGS=--quick for the CI test's durations.
+GRACE ?=
+DEMO_FLAGS ?=
+
+.PHONY: demo
+demo: ## show what fastover changes, on real Kubernetes components (GRACE=50s for Kubernetes' default grace period)
+	@echo "==> make demo: building what it needs into bin/ (a cold first build compiles Kubernetes and cert-manager from source: about 20 minutes on 2 cores; later runs reuse bin/ and take seconds)"
+	@tests/tools/build.sh etcd kwok kube certmanager
+	@echo "==> building fastover-webhook, fastover-example and fastover-demo (go build -o bin/ ./cmd/...)"
+	@go build -o $(BIN)/ ./cmd/...
+	@echo
+	@$(BIN)/fastover-demo $(if $(GRACE),--grace=$(GRACE)) --svg=$(CURDIR)/demo-timeline.svg $(DEMO_FLAGS)
 
 .PHONY: clean
 clean: ## remove bin/

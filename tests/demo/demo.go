@@ -1,0 +1,601 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/leader"
+	"github.com/fastover/fastover/tests/certmanager"
+	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/tests/fleet"
+	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/webhook"
+)
+
+// DefaultGrace is the node-monitor grace period of a demo: short, so that
+// the demo is short, and realistic (Kubernetes' default is 50s).
+const DefaultGrace = 20 * time.Second
+
+// Options configure a demo. The zero value is the full demo.
+type Options struct {
+	// Grace is kube-controller-manager's --node-monitor-grace-period: how
+	// long a lost node stays Ready before it is tainted. Zero means
+	// DefaultGrace (10s in Quick mode); 50s is Kubernetes' default.
+	Grace time.Duration
+	// LeaseDuration, RenewDeadline and RetryPeriod are the example
+	// controller's leader election; zero means the leader library's
+	// defaults, 15s/10s/2s as client-go's (4s/3s/1s in Quick mode).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Quick shortens what the demo watches beyond the measurements (how
+	// long the control group and the migrated Service are observed), for
+	// CI.
+	Quick bool
+	// Out receives the progress, the live status and the summary; nil
+	// means os.Stdout.
+	Out io.Writer
+	// StatusInterval is how often a live status line is printed when Out
+	// is not a terminal; zero means 5s.
+	StatusInterval time.Duration
+	// SVGPath is where the timeline picture is written; empty: none.
+	SVGPath string
+	// BinDir holds the control-plane binaries and cert-manager (`make
+	// tools`); empty means cluster.BinDir().
+	BinDir string
+	// WebhookBinary and ExampleBinary are fastover-webhook and
+	// fastover-example; empty means BinDir/fastover-webhook and
+	// BinDir/fastover-example (`go build -o bin/ ./cmd/...`).
+	WebhookBinary, ExampleBinary string
+	// ManifestsDir is fastover's manifests/; empty means manifests.Dir().
+	ManifestsDir string
+}
+
+const (
+	lostNode      = "node-a"
+	injectedNS    = "demo-injected"
+	controlNS     = "demo-control"
+	appName       = "app"
+	haNS          = "demo-ha"
+	haService     = "example"
+	migrateNS     = "demo-migrate"
+	oldApp        = "old-example"
+	controlSvc    = "control"
+	systemNS      = "fastover-system"
+	servingCert   = "fastover-webhook"
+	servingSecret = "fastover-webhook-tls"
+	pauseImage    = "registry.k8s.io/pause:3.10"
+)
+
+var nodes = []string{lostNode, "node-b", "node-c"}
+
+// demo is one run.
+type demo struct {
+	opts Options
+	out  *printer
+	sum  *Summary
+
+	env     *cluster.Env
+	client  kubernetes.Interface // env's, without printing the API server's warnings
+	envDir  string
+	ha      *fleet.Fleet
+	certDir string
+	// keepLogs keeps the control plane's directory: something failed.
+	keepLogs bool
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Grace == 0 {
+		o.Grace = DefaultGrace
+		if o.Quick {
+			o.Grace = 10 * time.Second
+		}
+	}
+	if o.LeaseDuration == 0 && o.RenewDeadline == 0 && o.RetryPeriod == 0 {
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = leader.DefaultLeaseDuration, leader.DefaultRenewDeadline, leader.DefaultRetryPeriod
+		if o.Quick {
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, time.Second
+		}
+	}
+	if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
+		return o, fmt.Errorf("leader election durations %v/%v/%v: want lease duration > renew deadline > retry period > 0",
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+	}
+	if o.Grace < 5*time.Second {
+		return o, fmt.Errorf("grace period %v: want at least 5s (kwok renews the node Lease every 2s)", o.Grace)
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.StatusInterval == 0 {
+		o.StatusInterval = 5 * time.Second
+	}
+	if o.BinDir == "" {
+		dir, err := cluster.BinDir()
+		if err != nil {
+			return o, err
+		}
+		o.BinDir = dir
+	}
+	if o.WebhookBinary == "" {
+		o.WebhookBinary = filepath.Join(o.BinDir, "fastover-webhook")
+	}
+	if o.ExampleBinary == "" {
+		o.ExampleBinary = filepath.Join(o.BinDir, "fastover-example")
+	}
+	for _, b := range []string{o.WebhookBinary, o.ExampleBinary} {
+		if _, err := os.Stat(b); err != nil {
+			return o, fmt.Errorf("%s is missing: run `make demo`, or `go build -o bin/ ./cmd/...` at the repository root", b)
+		}
+	}
+	if o.ManifestsDir == "" {
+		dir, err := manifests.Dir()
+		if err != nil {
+			return o, err
+		}
+		o.ManifestsDir = dir
+	}
+	return o, nil
+}
+
+// durations are the example controller's.
+func (d *demo) durations() fleet.Durations {
+	return fleet.Durations{Lease: d.opts.LeaseDuration, Renew: d.opts.RenewDeadline, Retry: d.opts.RetryPeriod}
+}
+
+// hold is how long the demo keeps watching after a measurement, to show
+// that what it measured stays so.
+func (d *demo) hold() time.Duration {
+	if d.opts.Quick {
+		return 2 * time.Second
+	}
+	return 5 * time.Second
+}
+
+// Run runs the demo: it starts the control plane, installs fastover, plays
+// every scenario, prints the summary table and writes the picture. It
+// returns the summary, with the scenarios played so far, and an error if
+// the demo could not run (a scenario that fails is not an error:
+// Summary.Passed says). Every process it started is stopped before it
+// returns, also when ctx is cancelled.
+func Run(ctx context.Context, opts Options) (*Summary, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d := &demo{
+		opts: opts,
+		out:  newPrinter(opts.Out, opts.StatusInterval),
+		sum: &Summary{
+			Grace: opts.Grace, LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
+			Nodes: nodes, Started: time.Now(),
+		},
+	}
+	defer d.stop()
+	// What runs in the background (the Secret mirrored, watches) ends
+	// before the processes are stopped.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := d.setup(ctx); err != nil {
+		return d.sum, d.failed(ctx, err)
+	}
+	for _, play := range []func(context.Context) Result{d.nodeLoss, d.leaderKilled, d.leaderTerminated, d.migration} {
+		res := play(ctx)
+		if err := ctx.Err(); err != nil {
+			return d.sum, err
+		}
+		d.sum.Results = append(d.sum.Results, res)
+		d.report(res)
+	}
+	d.sum.Took = time.Since(d.sum.Started)
+
+	d.out.Printf("\n==> summary (grace %v, leader election %v, Kubernetes %s; the demo took %s)\n",
+		opts.Grace, d.durations(), d.sum.KubernetesVersion, FormatDuration(d.sum.Took))
+	_ = d.sum.WriteTable(opts.Out)
+	if opts.SVGPath != "" {
+		if err := WriteSVG(opts.SVGPath, d.sum); err != nil {
+			return d.sum, fmt.Errorf("write %s: %w", opts.SVGPath, err)
+		}
+		d.sum.SVGPath = opts.SVGPath
+		d.out.Printf("\nthe timeline: %s (open it in a browser)", opts.SVGPath)
+	}
+	if !d.sum.Passed() {
+		d.keepLogs = true
+		d.out.Printf("\nat least one scenario FAILED; the logs of every process are kept in %s", filepath.Join(d.envDir, "logs"))
+	}
+	return d.sum, nil
+}
+
+// failed reports a setup failure with the tail of the logs, and keeps them.
+func (d *demo) failed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	d.keepLogs = true
+	if d.env != nil {
+		var b strings.Builder
+		d.env.DumpLogs(&b, 15)
+		d.out.Printf("the demo could not start; the last lines of each process's log:\n%s", b.String())
+		d.out.Printf("every log is kept in %s", filepath.Join(d.envDir, "logs"))
+	}
+	return err
+}
+
+// stop stops every process and removes the control plane's files, unless
+// something failed (the logs are kept).
+func (d *demo) stop() {
+	if d.env != nil {
+		d.env.Stop()
+	}
+	if d.envDir != "" && !d.keepLogs {
+		_ = os.RemoveAll(d.envDir)
+	}
+}
+
+// step prints a step and returns a function that prints its end.
+func (d *demo) step(format string, args ...any) func(format string, args ...any) {
+	start := time.Now()
+	d.out.Printf("==> "+format, args...)
+	return func(format string, args ...any) {
+		d.out.Printf("    "+format+" (%s)", append(args, FormatDuration(time.Since(start)))...)
+	}
+}
+
+func (d *demo) setup(ctx context.Context) error {
+	o := d.opts
+	d.out.Printf("fastover demo: real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok nodes on this machine")
+	d.out.Printf("node-monitor grace period %v (GRACE=50s for Kubernetes' default), leader election %v\n", o.Grace, d.durations())
+
+	done := d.step("starting the control plane: etcd, kube-apiserver, kube-controller-manager (--node-monitor-grace-period=%v), kube-scheduler, %d kwok nodes (%s)",
+		o.Grace, len(nodes), strings.Join(nodes, ", "))
+	dir, err := os.MkdirTemp("", "fastover-demo-")
+	if err != nil {
+		return err
+	}
+	d.envDir = dir
+	type started struct {
+		env *cluster.Env
+		err error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		env, err := cluster.New(cluster.Options{NodeMonitorGracePeriod: o.Grace, Nodes: nodes, BinDir: o.BinDir, Dir: dir})
+		ch <- started{env, err}
+	}()
+	var s started
+	select {
+	case s = <-ch:
+	case <-ctx.Done():
+		d.out.Printf("    stopping what has started…")
+		if s = <-ch; s.env != nil {
+			s.env.Stop()
+		}
+		return ctx.Err()
+	}
+	if s.err != nil {
+		return s.err
+	}
+	d.env = s.env
+	cfg := rest.CopyConfig(d.env.Config)
+	cfg.WarningHandler = rest.NoWarnings{}
+	if d.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if v, err := d.client.Discovery().ServerVersion(); err == nil {
+		d.sum.KubernetesVersion = v.GitVersion
+	}
+	done("Kubernetes %s ready, logs in %s", d.sum.KubernetesVersion, filepath.Join(dir, "logs"))
+
+	if err := d.install(ctx); err != nil {
+		return err
+	}
+	if err := d.deployApps(ctx); err != nil {
+		return err
+	}
+	return d.startExample(ctx)
+}
+
+// install installs fastover as a user would: cert-manager first, then the
+// manifests (the local overlay, the webhook running here), the webhook
+// serving the certificate cert-manager issued.
+func (d *demo) install(ctx context.Context) error {
+	env := d.env
+	done := d.step("starting cert-manager (its controllers and cainjector, bin/%s)", certmanager.Binary)
+	if _, err := certmanager.Run(ctx, env, certmanager.Options{BinDir: d.opts.BinDir}); err != nil {
+		return err
+	}
+	done("ready")
+
+	ports, err := cluster.FreePorts(3)
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	done = d.step("installing fastover: manifests/overlays/local applied server-side, the webhook called at https://%s%s", addr, webhook.Path)
+	objs, err := manifests.Render(filepath.Join(d.opts.ManifestsDir, "overlays", "local"))
+	if err != nil {
+		return err
+	}
+	mwc := manifests.Find(objs, "MutatingWebhookConfiguration", "fastover")
+	if mwc == nil {
+		return errors.New("overlays/local has no MutatingWebhookConfiguration fastover")
+	}
+	if err := setWebhookURL(mwc, "https://"+addr+webhook.Path); err != nil {
+		return err
+	}
+	applier, err := manifests.NewApplier(env.Config)
+	if err != nil {
+		return err
+	}
+	applied := time.Now()
+	res, err := applier.Apply(ctx, objs, manifests.ApplyOptions{})
+	if err != nil {
+		return err
+	}
+	for _, w := range res.Warnings {
+		d.out.Printf("    warning: %s", w)
+	}
+	kinds := make([]string, 0, len(objs))
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind()+"/"+o.GetName())
+	}
+	d.out.Printf("    applied %s", strings.Join(kinds, ", "))
+
+	if err := certmanager.WaitReady(ctx, env, systemNS, servingCert); err != nil {
+		return err
+	}
+	issued := time.Since(applied)
+	if err := d.waitCABundle(ctx); err != nil {
+		return err
+	}
+	injected := time.Since(applied)
+	// The kubelet's part for a webhook outside the cluster: the Secret's
+	// files in the webhook's --cert-dir, kept up to date.
+	d.certDir = filepath.Join(d.envDir, "webhook-tls")
+	if err := manifests.MirrorSecret(ctx, env.Client, systemNS, servingSecret, d.certDir, 200*time.Millisecond); err != nil {
+		return err
+	}
+	p, err := env.StartProcess("fastover-webhook", d.opts.WebhookBinary,
+		"--host=127.0.0.1",
+		"--port="+strconv.Itoa(ports[0]),
+		"--cert-dir="+d.certDir,
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[2]),
+	)
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, p, "http://127.0.0.1:"+strconv.Itoa(ports[1])+"/readyz", 30*time.Second); err != nil {
+		return fmt.Errorf("fastover-webhook: %w", err)
+	}
+	if err := env.CreateNamespace(ctx, injectedNS, map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}); err != nil {
+		return err
+	}
+	if err := env.CreateNamespace(ctx, controlNS, nil); err != nil {
+		return err
+	}
+	if err := d.waitInjecting(ctx); err != nil {
+		return err
+	}
+	d.out.Printf("    cert-manager issued the Certificate %s/%s %s after the apply, its cainjector set the webhook's caBundle at %s",
+		systemNS, servingCert, FormatDuration(issued), FormatDuration(injected))
+	d.out.Printf("    fastover-webhook serves the Secret %s, copied into its --cert-dir as the kubelet would mount it", servingSecret)
+	done("namespace %s labelled %s=%s; %s, the control group, not", injectedNS, webhook.NamespaceLabel, webhook.NamespaceLabelValue, controlNS)
+	return nil
+}
+
+func setWebhookURL(mwc *unstructured.Unstructured, url string) error {
+	hooks, _, err := unstructured.NestedSlice(mwc.Object, "webhooks")
+	if err != nil {
+		return fmt.Errorf("MutatingWebhookConfiguration fastover: %w", err)
+	}
+	if len(hooks) != 1 {
+		return fmt.Errorf("MutatingWebhookConfiguration fastover: %d webhooks, want one", len(hooks))
+	}
+	hook, ok := hooks[0].(map[string]any)
+	if !ok {
+		return errors.New("MutatingWebhookConfiguration fastover: malformed webhook")
+	}
+	if err := unstructured.SetNestedField(hook, url, "clientConfig", "url"); err != nil {
+		return err
+	}
+	return unstructured.SetNestedSlice(mwc.Object, hooks, "webhooks")
+}
+
+// waitCABundle waits until cert-manager's cainjector has put the CA of
+// the serving Secret into the webhook configuration.
+func (d *demo) waitCABundle(ctx context.Context) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := d.client.CoreV1().Secrets(systemNS).Get(ctx, servingSecret, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		mwc, err := d.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "fastover", metav1.GetOptions{})
+		if err != nil || len(mwc.Webhooks) == 0 {
+			return false, nil //nolint:nilerr // retried
+		}
+		ca := s.Data["ca.crt"]
+		return len(ca) > 0 && string(mwc.Webhooks[0].ClientConfig.CABundle) == string(ca), nil
+	})
+}
+
+// waitInjecting waits until the API server calls the webhook (it picks the
+// configuration up asynchronously), with dry-run pods.
+func (d *demo) waitInjecting(ctx context.Context) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: pauseImage}}},
+		}
+		got, err := d.client.CoreV1().Pods(injectedNS).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && got.Annotations[webhook.AnnotationInjected] != "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("the API server does not call fastover-webhook: %w", err)
+	}
+	return nil
+}
+
+// waitHTTP polls url until it answers 200; it fails at once if p exits.
+func waitHTTP(ctx context.Context, p *cluster.Process, url string, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	exited := p.Exited()
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("exited: %s", p.Tail(20))
+		default:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil //nolint:nilerr // not serving yet
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// appDeployment is a one-replica Deployment of a pod that kwok runs,
+// preferably on the node the demo will lose (preferred, so that a
+// replacement may go elsewhere), with no tolerations of its own.
+func appDeployment(name string, replicas int32, preferNode string) *appsv1.Deployment {
+	lbl := map[string]string{"app": name}
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: pauseImage}}}
+	if preferNode != "" {
+		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+				Weight: 100,
+				Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{preferNode},
+				}}},
+			}},
+		}}
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: spec},
+		},
+	}
+}
+
+// deployApps creates the same Deployment in the labelled namespace and in
+// the control group's, preferably on the node to be lost, and shows what
+// the API server admitted.
+func (d *demo) deployApps(ctx context.Context) error {
+	done := d.step("deploying %q in %s and in %s: one replica each, preferably on %s, no tolerations of its own", appName, injectedNS, controlNS, lostNode)
+	for _, ns := range []string{injectedNS, controlNS} {
+		if _, err := d.client.AppsV1().Deployments(ns).Create(ctx, appDeployment(appName, 1, lostNode), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create deployment %s/%s: %w", ns, appName, err)
+		}
+	}
+	for _, ns := range []string{injectedNS, controlNS} {
+		p, err := d.waitRunning(ctx, ns, appName, "", time.Minute)
+		if err != nil {
+			return err
+		}
+		mark := p.Annotations[webhook.AnnotationInjected]
+		if mark == "" {
+			mark = "none"
+		}
+		d.out.Printf("    %s/%s on %s: tolerates %s:NoExecute for %s (%s: %s)",
+			ns, p.Name, p.Spec.NodeName, corev1.TaintNodeUnreachable, tolerationString(p), webhook.AnnotationInjected, mark)
+	}
+	done("running")
+	return nil
+}
+
+// startExample runs three replicas of fastover-example behind a
+// selector-less Service, with the Role the leader library documents.
+func (d *demo) startExample(ctx context.Context) error {
+	done := d.step("running the example controller: 3 replicas of fastover-example on the leader library (%v), behind the selector-less Service %s/%s",
+		d.durations(), haNS, haService)
+	f, err := d.newFleet(ctx, haNS, haService, "example")
+	if err != nil {
+		return err
+	}
+	if err := f.CreateService(ctx, nil); err != nil {
+		return err
+	}
+	if err := f.Add(3); err != nil {
+		return err
+	}
+	d.ha = f
+	id, err := f.WaitServing(ctx, "", time.Minute)
+	if err != nil {
+		return err
+	}
+	done("%s leads: the Service's one endpoint is %s and GET / through it answers %q; the other two stand by", id, f.ByID(id).Address(), id)
+	return nil
+}
+
+// newFleet prepares replicas of fastover-example in a new namespace, with a
+// ServiceAccount bound to the Role the leader library documents (and
+// "patch" on Services, for --remove-selector).
+func (d *demo) newFleet(ctx context.Context, ns, svc, name string, extra ...string) (*fleet.Fleet, error) {
+	if err := d.env.CreateNamespace(ctx, ns, nil); err != nil {
+		return nil, err
+	}
+	f, err := fleet.New(d.env, d.opts.ExampleBinary, ns, svc, d.durations(), extra...)
+	if err != nil {
+		return nil, err
+	}
+	f.Name = name
+	if f.Kubeconfig, err = d.env.KubeconfigFor(ctx, ns, "fastover-example", leaderRole); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// leaderRole is the leader library's documented Role (leader/doc.go).
+var leaderRole = []rbacv1.PolicyRule{
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"delete"}},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+}
+
+// stopFleet stops every replica of f (SIGTERM, then SIGKILL).
+func stopFleet(f *fleet.Fleet) {
+	for _, r := range f.Replicas {
+		if r.Proc != nil {
+			r.Proc.Stop(syscall.SIGTERM, 5*time.Second)
+		}
+	}
+}
+
+// report prints a scenario's result.
+func (d *demo) report(r Result) {
+	if r.Passed {
+		d.out.Printf("    ✔ %s: %s after %s; without fastover: %s", r.Name, r.Measured, FormatDuration(r.Fastover), r.Baseline)
+	} else {
+		d.out.Printf("    ✘ %s FAILED: %s", r.Name, r.Error)
+	}
+	for _, n := range r.Notes {
+		d.out.Printf("      %s", n)
+	}
+}

@@ -1,0 +1,38 @@
+// Package demo is `make demo`: it shows, with real Kubernetes components
+// on this machine, what fastover changes.
+//
+// Run starts a local control plane (package tests/cluster: etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler and kwok nodes)
+// with a short node-monitor grace period, runs the real cert-manager
+// (package tests/certmanager), installs fastover from manifests/overlays/local
+// as a user would (the webhook runs on this machine, serving the
+// certificate cert-manager issued), and creates a namespace labelled
+// fastover.io/inject=enabled beside an unlabelled one, the control group,
+// each with a Deployment on the kwok nodes. It runs three replicas of
+// cmd/fastover-example, on the leader library, behind a selector-less
+// Service (package tests/fleet). Then it plays the scenarios and measures
+// them, each against what Kubernetes does without fastover:
+//
+//   - a node is lost: the injected pod runs on another node right after
+//     the node is tainted; the control group's pod stays bound to the dead
+//     node, for 300 s more (not waited for);
+//   - the leader is killed: a standby takes the Lease when it expires and
+//     publishes itself as the Service's only endpoint;
+//   - the leader gets SIGTERM (a rolling update): it hands over at once;
+//   - a Service migrated from selector mode: the leader removes the
+//     selector and every stale endpoint, where a Service whose selector is
+//     removed by hand keeps them.
+//
+// While a scenario waits, a one-line status shows what the cluster looks
+// like (rewritten in place on a terminal, printed every few seconds
+// otherwise). At the end Run prints a summary table and writes the same
+// timeline as an SVG picture. Every process it started is stopped when Run
+// returns, also when its context is cancelled (Ctrl-C in
+// cmd/fastover-demo).
+//
+//	sum, err := demo.Run(ctx, demo.Options{Grace: 20 * time.Second, SVGPath: "demo-timeline.svg"})
+//	if err == nil && !sum.Passed() { ... }
+//
+// Quick mode (Options.Quick) uses short durations and observation windows,
+// for the test that keeps the demo working (tests/e2e TestDemoQuick).
+package demo

@@ -1,0 +1,266 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// podsOf lists the pods of the Deployment named app.
+func podsOf(ctx context.Context, c kubernetes.Interface, ns, app string) ([]corev1.Pod, error) {
+	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{"app": app}).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// runningPod returns a pod that is Running and Ready, not being deleted,
+// and on a node other than avoid (if avoid is not empty).
+func runningPod(pods []corev1.Pod, avoid string) *corev1.Pod {
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || p.Spec.NodeName == avoid {
+			continue
+		}
+		if p.Status.Phase == corev1.PodRunning && podReady(p) {
+			return p
+		}
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitRunning waits until app has a running pod (on a node other than
+// avoid) and returns it.
+func (d *demo) waitRunning(ctx context.Context, ns, app, avoid string, timeout time.Duration) (*corev1.Pod, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		pods, err := podsOf(ctx, d.client, ns, app)
+		if err != nil {
+			return nil, fmt.Errorf("list pods of %s/%s: %w", ns, app, err)
+		}
+		if p := runningPod(pods, avoid); p != nil {
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no running pod of %s/%s after %v: %s", ns, app, timeout, describePods(pods))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// podState is a pod for a status line: "app-7d9f on node-a (Running)".
+func podState(p *corev1.Pod) string {
+	state := string(p.Status.Phase)
+	switch {
+	case p.DeletionTimestamp != nil:
+		state = "Terminating"
+	case p.Spec.NodeName == "":
+		return p.Name + " (Pending, unscheduled)"
+	case p.Status.Phase == corev1.PodRunning && !podReady(p):
+		state = "Running, NotReady"
+	}
+	return fmt.Sprintf("%s on %s (%s)", p.Name, p.Spec.NodeName, state)
+}
+
+// briefPods is pods for a status line: "node-a Terminating, node-b Running".
+func briefPods(pods []corev1.Pod) string {
+	if len(pods) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		state := string(p.Status.Phase)
+		switch {
+		case p.DeletionTimestamp != nil:
+			state = "Terminating"
+		case p.Status.Phase == corev1.PodRunning && !podReady(p):
+			state = "Running, NotReady"
+		}
+		node := p.Spec.NodeName
+		if node == "" {
+			node = "unscheduled"
+		}
+		parts = append(parts, node+" "+state)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describePods(pods []corev1.Pod) string {
+	if len(pods) == 0 {
+		return "no pods"
+	}
+	parts := make([]string, 0, len(pods))
+	for i := range pods {
+		parts = append(parts, podState(&pods[i]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// effectiveToleration is the toleration the taint-eviction controller
+// applies to a NoExecute taint with the key: the first that matches.
+func effectiveToleration(p *corev1.Pod, key string) *corev1.Toleration {
+	taint := &corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute}
+	for i := range p.Spec.Tolerations {
+		if p.Spec.Tolerations[i].ToleratesTaint(klog.Background(), taint, false) {
+			return &p.Spec.Tolerations[i]
+		}
+	}
+	return nil
+}
+
+// tolerationSeconds is how long the pod tolerates the unreachable taint;
+// ok is false if it does not, or forever.
+func tolerationSeconds(p *corev1.Pod) (secs int64, ok bool) {
+	t := effectiveToleration(p, corev1.TaintNodeUnreachable)
+	if t == nil || t.TolerationSeconds == nil {
+		return 0, false
+	}
+	return *t.TolerationSeconds, true
+}
+
+func tolerationString(p *corev1.Pod) string {
+	t := effectiveToleration(p, corev1.TaintNodeUnreachable)
+	switch {
+	case t == nil:
+		return "no time (no toleration)"
+	case t.TolerationSeconds == nil:
+		return "ever"
+	default:
+		return fmt.Sprintf("%ds", *t.TolerationSeconds)
+	}
+}
+
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func hasTaint(n *corev1.Node, key string, effect corev1.TaintEffect) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseWatch follows a Lease: its holder, when it was last renewed, and
+// every change of holder with when it was seen.
+type leaseWatch struct {
+	mu      sync.Mutex
+	holder  string
+	renewed time.Time
+	dur     time.Duration
+	changes []holderChange
+}
+
+type holderChange struct {
+	At     time.Time
+	Holder string // "" when released
+}
+
+func watchLease(ctx context.Context, c kubernetes.Interface, ns, name string) (*leaseWatch, error) {
+	w, err := c.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	lw := &leaseWatch{}
+	first := make(chan struct{})
+	go func() {
+		defer w.Stop()
+		once := sync.OnceFunc(func() { close(first) })
+		defer once()
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			lw.observe(l)
+			once()
+		}
+	}()
+	// The watch starts with the Lease as it is, if there is one.
+	if _, err := c.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return lw, nil
+	}
+	select {
+	case <-first:
+	case <-time.After(5 * time.Second):
+	case <-ctx.Done():
+	}
+	return lw, nil
+}
+
+func (lw *leaseWatch) observe(l *coordinationv1.Lease) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	var holder string
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.RenewTime != nil {
+		lw.renewed = l.Spec.RenewTime.Time
+	}
+	if l.Spec.LeaseDurationSeconds != nil {
+		lw.dur = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	if holder != lw.holder {
+		lw.changes = append(lw.changes, holderChange{At: time.Now(), Holder: holder})
+	}
+	lw.holder = holder
+}
+
+// state returns the holder and when its Lease expires.
+func (lw *leaseWatch) state() (holder string, expires time.Time) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.holder, lw.renewed.Add(lw.dur)
+}
+
+// since returns the changes of holder seen after t.
+func (lw *leaseWatch) since(t time.Time) []holderChange {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	var out []holderChange
+	for _, c := range lw.changes {
+		if c.At.After(t) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fastover/fastover/tests/demo"
+)
+
+// TestDemoQuick runs `make demo`'s scenarios in quick mode, so that CI
+// proves the demo still works: every scenario passes and the timeline is
+// written as well-formed XML.
+func TestDemoQuick(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	svg := filepath.Join(t.TempDir(), "demo-timeline.svg")
+	webhookBin, exampleBin := binary(t, "fastover-webhook"), binary(t, "fastover-example")
+	start := time.Now()
+	sum, err := demo.Run(ctx, demo.Options{
+		Quick:         true,
+		Grace:         10 * time.Second,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second,
+		Out:           &logWriter{t: t},
+		SVGPath:       svg,
+		WebhookBinary: webhookBin,
+		ExampleBinary: exampleBin,
+	})
+	require.NoError(t, err)
+	t.Logf("the quick demo took %v", time.Since(start).Round(time.Millisecond))
+	require.Len(t, sum.Results, 4)
+	for _, r := range sum.Results {
+		assert.True(t, r.Passed, "%s: %s", r.Name, r.Error)
+		assert.Positive(t, r.Fastover, r.Name)
+		assert.NotEmpty(t, r.Events, r.Name)
+	}
+	assert.True(t, sum.Passed())
+	assert.Equal(t, svg, sum.SVGPath)
+
+	data, err := os.ReadFile(svg)
+	require.NoError(t, err)
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	var root string
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err, "the SVG is not well-formed XML")
+		if el, ok := tok.(xml.StartElement); ok && root == "" {
+			root = el.Name.Local
+		}
+	}
+	assert.Equal(t, "svg", root)
+	for _, r := range sum.Results {
+		assert.Contains(t, string(data), r.Name)
+	}
+}
+
+// logWriter sends whole lines to the test's log.
+type logWriter struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		line, err := w.buf.ReadString('\n')
+		if err != nil {
+			w.buf.WriteString(line) // no newline yet
+			return len(p), nil
+		}
+		w.t.Log(strings.TrimRight(line, "\n"))
+	}
+}
