@@ -143,12 +143,7 @@ func (e *Env) nodeReadyStatus(ctx context.Context, name string) corev1.Condition
 	if err != nil {
 		return ""
 	}
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return ""
+	return NodeReady(node)
 }
 
 // WaitNodeCondition waits until the node's Ready condition has the status

@@ -12,57 +12,23 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/fastover/fastover/tests/cluster"
 )
-
-// podsOf lists the pods of the Deployment named app.
-func podsOf(ctx context.Context, c kubernetes.Interface, ns, app string) ([]corev1.Pod, error) {
-	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{"app": app}).String(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return list.Items, nil
-}
-
-// runningPod returns a pod that is Running and Ready, not being deleted,
-// and on a node other than avoid (if avoid is not empty).
-func runningPod(pods []corev1.Pod, avoid string) *corev1.Pod {
-	for i := range pods {
-		p := &pods[i]
-		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || p.Spec.NodeName == avoid {
-			continue
-		}
-		if p.Status.Phase == corev1.PodRunning && podReady(p) {
-			return p
-		}
-	}
-	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
 
 // waitRunning waits until app has a running pod (on a node other than
 // avoid) and returns it.
 func (d *demo) waitRunning(ctx context.Context, ns, app, avoid string, timeout time.Duration) (*corev1.Pod, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		pods, err := podsOf(ctx, d.client, ns, app)
+		pods, err := cluster.PodsOf(ctx, d.client, ns, app)
 		if err != nil {
 			return nil, fmt.Errorf("list pods of %s/%s: %w", ns, app, err)
 		}
-		if p := runningPod(pods, avoid); p != nil {
+		if p := cluster.RunningPod(pods, avoid); p != nil {
 			return p, nil
 		}
 		if time.Now().After(deadline) {
@@ -84,7 +50,7 @@ func podState(p *corev1.Pod) string {
 		state = "Terminating"
 	case p.Spec.NodeName == "":
 		return p.Name + " (Pending, unscheduled)"
-	case p.Status.Phase == corev1.PodRunning && !podReady(p):
+	case p.Status.Phase == corev1.PodRunning && !cluster.PodReady(p):
 		state = "Running, NotReady"
 	}
 	return fmt.Sprintf("%s on %s (%s)", p.Name, p.Spec.NodeName, state)
@@ -102,7 +68,7 @@ func briefPods(pods []corev1.Pod) string {
 		switch {
 		case p.DeletionTimestamp != nil:
 			state = "Terminating"
-		case p.Status.Phase == corev1.PodRunning && !podReady(p):
+		case p.Status.Phase == corev1.PodRunning && !cluster.PodReady(p):
 			state = "Running, NotReady"
 		}
 		node := p.Spec.NodeName
@@ -157,24 +123,6 @@ func tolerationString(p *corev1.Pod) string {
 	default:
 		return fmt.Sprintf("%ds", *t.TolerationSeconds)
 	}
-}
-
-func readyStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-func hasTaint(n *corev1.Node, key string, effect corev1.TaintEffect) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key && t.Effect == effect {
-			return true
-		}
-	}
-	return false
 }
 
 // leaseWatch follows a Lease: its holder, when it was last renewed, and

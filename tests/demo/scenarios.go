@@ -21,6 +21,8 @@ import (
 
 	"github.com/fastover/fastover/leader"
 	"github.com/fastover/fastover/tests/fleet"
+
+	"github.com/fastover/fastover/tests/cluster"
 )
 
 // timeline records a scenario's events relative to its fault.
@@ -160,14 +162,14 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 		}
 		nodeState := "Ready, silent"
 		if n, err := nodeLister.Get(lostNode); err == nil {
-			if st := readyStatus(n); st != corev1.ConditionTrue {
+			if st := cluster.NodeReady(n); st != corev1.ConditionTrue {
 				nodeState = "Ready=" + string(st)
 				if notReady.IsZero() {
 					notReady = now
 				}
 				tl.mark(now, fmt.Sprintf("%s not ready (Ready=%s)", lostNode, st))
 			}
-			if hasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) {
+			if cluster.HasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) {
 				nodeState += ", tainted unreachable:NoExecute"
 				if tainted.IsZero() {
 					tainted = now
@@ -189,7 +191,7 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 				tl.mark(now, "replacement scheduled on "+p.Spec.NodeName)
 			}
 		}
-		if p := runningPod(fastPods, lostNode); p != nil {
+		if p := cluster.RunningPod(fastPods, lostNode); p != nil {
 			replaced, newNode = now, p.Spec.NodeName
 			tl.mark(now, "injected pod runs on "+newNode)
 			break

@@ -9,10 +9,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/tests/cluster"
 )
 
 type appsDeployment = appsv1.Deployment
@@ -36,51 +37,16 @@ func deployment(name string, tolerations []corev1.Toleration) *appsv1.Deployment
 	}
 }
 
-// podsOf lists the pods of the Deployment named app.
-func podsOf(ctx context.Context, c kubernetes.Interface, ns, app string) ([]corev1.Pod, error) {
-	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{"app": app}).String(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return list.Items, nil
-}
-
-// runningPod returns a pod of app that is Ready, not being deleted, and
-// on a node other than avoid (if avoid is not empty).
-func runningPod(pods []corev1.Pod, avoid string) *corev1.Pod {
-	for i := range pods {
-		p := &pods[i]
-		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || p.Spec.NodeName == avoid {
-			continue
-		}
-		if p.Status.Phase == corev1.PodRunning && podReady(p) {
-			return p
-		}
-	}
-	return nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // waitRunning waits until app has a running pod and returns it.
 func waitRunning(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, app string, timeout time.Duration) *corev1.Pod {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		pods, err := podsOf(ctx, c, ns, app)
+		pods, err := cluster.PodsOf(ctx, c, ns, app)
 		if err != nil {
 			t.Fatalf("list pods of %s: %v", app, err)
 		}
-		if p := runningPod(pods, ""); p != nil {
+		if p := cluster.RunningPod(pods, ""); p != nil {
 			return p
 		}
 		if time.Now().After(deadline) {
@@ -94,7 +60,7 @@ func describePods(pods []corev1.Pod) string {
 	s := fmt.Sprintf("%d pods:", len(pods))
 	for _, p := range pods {
 		s += fmt.Sprintf(" [%s node=%q phase=%s ready=%t deleting=%t]",
-			p.Name, p.Spec.NodeName, p.Status.Phase, podReady(&p), p.DeletionTimestamp != nil)
+			p.Name, p.Spec.NodeName, p.Status.Phase, cluster.PodReady(&p), p.DeletionTimestamp != nil)
 	}
 	return s
 }

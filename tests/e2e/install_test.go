@@ -118,7 +118,7 @@ func TestInstall(t *testing.T) {
 			if firstInjected == 0 && p.Annotations[webhook.AnnotationInjected] != "" {
 				firstInjected = time.Since(exampleApplied)
 			}
-			if podReady(p) {
+			if cluster.PodReady(p) {
 				ready++
 			}
 		}

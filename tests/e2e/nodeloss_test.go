@@ -39,24 +39,24 @@ func nodeLoss(ctx context.Context, t *testing.T, env *cluster.Env, node string, 
 	for replaced == 0 {
 		now := time.Now()
 		if now.After(deadline) {
-			pods, _ := podsOf(ctx, c, fast.ns, fast.name)
+			pods, _ := cluster.PodsOf(ctx, c, fast.ns, fast.name)
 			t.Fatalf("%s/%s not replaced within grace + 10s (%v): %s", fast.ns, fast.name, deadline.Sub(lost), describePods(pods))
 		}
 		if unknown == 0 || tainted == 0 {
 			if n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
-				if unknown == 0 && readyStatus(n) == corev1.ConditionUnknown {
+				if unknown == 0 && cluster.NodeReady(n) == corev1.ConditionUnknown {
 					unknown = now.Sub(lost)
 				}
-				if tainted == 0 && hasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) {
+				if tainted == 0 && cluster.HasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) {
 					tainted = now.Sub(lost)
 				}
 			}
 		}
-		pods, err := podsOf(ctx, c, fast.ns, fast.name)
+		pods, err := cluster.PodsOf(ctx, c, fast.ns, fast.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p := runningPod(pods, node); p != nil {
+		if p := cluster.RunningPod(pods, node); p != nil {
 			replaced = now.Sub(lost)
 			t.Logf("%s/%s (0s toleration) replaced: %s runs on %s, %.1fs after the node vanished (node Unknown after %.1fs, tainted unreachable:NoExecute after %.1fs)",
 				fast.ns, fast.name, p.Name, p.Spec.NodeName, replaced.Seconds(), unknown.Seconds(), tainted.Seconds())
@@ -66,7 +66,7 @@ func nodeLoss(ctx context.Context, t *testing.T, env *cluster.Env, node string, 
 
 	// The slow pod is checked at the deadline the fast one had to meet.
 	time.Sleep(time.Until(deadline))
-	pods, err := podsOf(ctx, c, slow.ns, slow.name)
+	pods, err := cluster.PodsOf(ctx, c, slow.ns, slow.name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,22 +75,4 @@ func nodeLoss(ctx context.Context, t *testing.T, env *cluster.Env, node string, 
 	}
 	t.Logf("%s/%s (default 300s toleration) still bound to %s %.1fs after the node vanished; it would be evicted about %v after the taint",
 		slow.ns, slow.name, node, time.Since(lost).Seconds(), 300*time.Second)
-}
-
-func readyStatus(node *corev1.Node) corev1.ConditionStatus {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-func hasTaint(node *corev1.Node, key string, effect corev1.TaintEffect) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == key && t.Effect == effect {
-			return true
-		}
-	}
-	return false
 }

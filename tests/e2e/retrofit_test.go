@@ -226,14 +226,14 @@ func TestRetrofit(t *testing.T) {
 		require.NoError(t, err)
 		uids := map[string]string{}
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			a, _ := podsOf(ctx, c, ns, "missed")
-			b, _ := podsOf(ctx, c, "late", "late")
+			a, _ := cluster.PodsOf(ctx, c, ns, "missed")
+			b, _ := cluster.PodsOf(ctx, c, "late", "late")
 			for _, p := range append(a, b...) {
 				uids[p.Namespace+"/"+p.Name] = string(p.UID)
 			}
 			return len(a) == replicas && len(b) == 5, nil
 		}))
-		pods, err := podsOf(ctx, c, ns, "missed")
+		pods, err := cluster.PodsOf(ctx, c, ns, "missed")
 		require.NoError(t, err)
 		for i := range pods {
 			assert.Empty(t, pods[i].Annotations[webhook.AnnotationInjected], "injected while the webhook was down?")
