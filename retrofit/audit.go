@@ -131,11 +131,8 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 	case !enabled:
 		f.Status, f.Reason = StatusOutOfScope, "namespace not enabled"
 		return f
-	case pod.DeletionTimestamp != nil:
-		f.Status, f.Reason = StatusOutOfScope, "terminating"
-		return f
-	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		f.Status, f.Reason = StatusOutOfScope, "finished"
+	case settled(pod) != "":
+		f.Status, f.Reason = StatusOutOfScope, settled(pod)
 		return f
 	}
 	d := a.Rule.Decide(webhook.DocumentOf(pod).Pod)
@@ -180,6 +177,18 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 		}
 	}
 	return f
+}
+
+// settled says why a pod has no node left to lose ("terminating",
+// "finished"), or "" if it may still run.
+func settled(pod *corev1.Pod) string {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return "terminating"
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return "finished"
+	}
+	return ""
 }
 
 // Scope says which pods an audit reads.

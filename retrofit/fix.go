@@ -52,7 +52,7 @@ type Result struct {
 func (f Fixer) Fix(ctx context.Context, pod *corev1.Pod) (Result, error) {
 	pods := f.Client.CoreV1().Pods(pod.Namespace)
 	for attempt := 1; ; attempt++ {
-		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if settled(pod) != "" {
 			return Result{Pod: pod}, nil
 		}
 		doc := webhook.DocumentOf(pod)

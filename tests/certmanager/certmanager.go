@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -48,10 +47,8 @@ const (
 
 // The resources of cert-manager's API.
 var (
-	Certificates        = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
-	CertificateRequests = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificaterequests"}
-	Issuers             = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}
-	ClusterIssuers      = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "clusterissuers"}
+	Certificates = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
+	Issuers      = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}
 )
 
 var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -134,7 +131,7 @@ func Run(ctx context.Context, env *cluster.Env, opts Options) (*cluster.Process,
 	if err != nil {
 		return nil, err
 	}
-	err = waitHealthy(ctx, p, "http://"+health+"/readyz")
+	err = p.WaitHTTP(ctx, "http://"+health+"/readyz")
 	if err == nil {
 		err = waitCreateGrace(ctx, established)
 	}
@@ -166,53 +163,9 @@ func waitCreateGrace(ctx context.Context, established time.Time) error {
 	}
 }
 
-// waitHealthy polls url until it answers 200; it fails at once if the
-// process exits.
-func waitHealthy(ctx context.Context, p *cluster.Process, url string) error {
-	client := &http.Client{Timeout: time.Second}
-	exited := p.Exited()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-		if err != nil {
-			return err
-		}
-		if resp, err := client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-exited:
-			exitErr := p.ExitErr()
-			if exitErr == nil {
-				exitErr = errors.New("exit status 0")
-			}
-			return fmt.Errorf("cert-manager exited before it was ready (%w); its log ends:\n%s", exitErr, p.Tail(30))
-		case <-ctx.Done():
-			return fmt.Errorf("cert-manager not ready: %w; its log ends:\n%s", ctx.Err(), p.Tail(30))
-		case <-tick.C:
-		}
-	}
-}
-
-// InstallCRDs applies (server-side, forcing conflicts) every CRD of the
-// YAML files in dir and waits until each is Established, and until the
-// API server no longer delays the creation of their objects (it does for
-// 2 s after a CRD is Established).
-func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
-	established, err := installCRDs(ctx, cfg, dir)
-	if err != nil {
-		return err
-	}
-	return waitCreateGrace(ctx, established)
-}
-
-// installCRDs is InstallCRDs without the wait for the creation delay; it
-// returns when the last CRD became Established.
+// installCRDs applies (server-side, forcing conflicts) every CRD of the
+// YAML files in dir and waits until each is Established; it returns when
+// the last one became Established (see waitCreateGrace for what follows).
 func installCRDs(ctx context.Context, cfg *rest.Config, dir string) (time.Time, error) {
 	var latest time.Time
 	client, err := dynamic.NewForConfig(cfg)

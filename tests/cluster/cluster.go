@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -343,27 +342,11 @@ func (e *Env) add(c Component, path string, args ...string) *Process {
 	return p
 }
 
-// waitFor polls cond every 100ms until it holds, the process exits, or the
-// start timeout passes; both failures carry the tail of the process's log.
+// waitFor waits, as Process.WaitUntil, for at most the start timeout.
 func (e *Env) waitFor(p *Process, cond func(ctx context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.Timeout)
 	defer cancel()
-	exited := p.Exited()
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-exited:
-			return false, errors.New("exited")
-		default:
-		}
-		return cond(ctx)
-	})
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s %w before it was ready; its log ends with:\n%s", p.name, err, p.Tail(30))
-	}
-	return fmt.Errorf("%s not ready after %v; its log ends with:\n%s", p.name, e.opts.Timeout, p.Tail(30))
+	return p.WaitUntil(ctx, cond)
 }
 
 // StopComponent kills a component of the control plane with SIGKILL.

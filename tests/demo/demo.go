@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,10 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -337,7 +333,7 @@ func (d *demo) install(ctx context.Context) error {
 	if mwc == nil {
 		return errors.New("overlays/local has no MutatingWebhookConfiguration fastover")
 	}
-	if err := setWebhookURL(mwc, "https://"+addr+webhook.Path); err != nil {
+	if err := manifests.SetWebhookURL(mwc, "https://"+addr+webhook.Path); err != nil {
 		return err
 	}
 	applier, err := manifests.NewApplier(env.Config)
@@ -362,7 +358,7 @@ func (d *demo) install(ctx context.Context) error {
 		return err
 	}
 	issued := time.Since(applied)
-	if err := d.waitCABundle(ctx); err != nil {
+	if _, err := manifests.WaitCABundle(ctx, env.Client, "fastover", systemNS, servingSecret, time.Minute); err != nil {
 		return err
 	}
 	injected := time.Since(applied)
@@ -382,8 +378,10 @@ func (d *demo) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, p, "http://127.0.0.1:"+strconv.Itoa(ports[1])+"/readyz", 30*time.Second); err != nil {
-		return fmt.Errorf("fastover-webhook: %w", err)
+	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.WaitHTTP(readyCtx, "http://127.0.0.1:"+strconv.Itoa(ports[1])+"/readyz"); err != nil {
+		return err
 	}
 	if err := env.CreateNamespace(ctx, injectedNS, map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}); err != nil {
 		return err
@@ -391,7 +389,7 @@ func (d *demo) install(ctx context.Context) error {
 	if err := env.CreateNamespace(ctx, controlNS, nil); err != nil {
 		return err
 	}
-	if err := d.waitInjecting(ctx); err != nil {
+	if err := manifests.WaitInjecting(ctx, env.Client, injectedNS, time.Minute); err != nil {
 		return err
 	}
 	d.out.Printf("    cert-manager issued the Certificate %s/%s %s after the apply, its cainjector set the webhook's caBundle at %s",
@@ -399,81 +397,6 @@ func (d *demo) install(ctx context.Context) error {
 	d.out.Printf("    fastover-webhook serves the Secret %s, copied into its --cert-dir as the kubelet would mount it", servingSecret)
 	done("namespace %s labelled %s=%s; %s, the control group, not", injectedNS, webhook.NamespaceLabel, webhook.NamespaceLabelValue, controlNS)
 	return nil
-}
-
-func setWebhookURL(mwc *unstructured.Unstructured, url string) error {
-	hooks, _, err := unstructured.NestedSlice(mwc.Object, "webhooks")
-	if err != nil {
-		return fmt.Errorf("MutatingWebhookConfiguration fastover: %w", err)
-	}
-	if len(hooks) != 1 {
-		return fmt.Errorf("MutatingWebhookConfiguration fastover: %d webhooks, want one", len(hooks))
-	}
-	hook, ok := hooks[0].(map[string]any)
-	if !ok {
-		return errors.New("MutatingWebhookConfiguration fastover: malformed webhook")
-	}
-	if err := unstructured.SetNestedField(hook, url, "clientConfig", "url"); err != nil {
-		return err
-	}
-	return unstructured.SetNestedSlice(mwc.Object, hooks, "webhooks")
-}
-
-// waitCABundle waits until cert-manager's cainjector has put the CA of
-// the serving Secret into the webhook configuration.
-func (d *demo) waitCABundle(ctx context.Context) error {
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		s, err := d.client.CoreV1().Secrets(systemNS).Get(ctx, servingSecret, metav1.GetOptions{})
-		if err != nil {
-			return false, nil //nolint:nilerr // retried
-		}
-		mwc, err := d.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "fastover", metav1.GetOptions{})
-		if err != nil || len(mwc.Webhooks) == 0 {
-			return false, nil //nolint:nilerr // retried
-		}
-		ca := s.Data["ca.crt"]
-		return len(ca) > 0 && string(mwc.Webhooks[0].ClientConfig.CABundle) == string(ca), nil
-	})
-}
-
-// waitInjecting waits until the API server calls the webhook (it picks the
-// configuration up asynchronously), with dry-run pods.
-func (d *demo) waitInjecting(ctx context.Context) error {
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: pauseImage}}},
-		}
-		got, err := d.client.CoreV1().Pods(injectedNS).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err == nil && got.Annotations[webhook.AnnotationInjected] != "", nil
-	})
-	if err != nil {
-		return fmt.Errorf("the API server does not call fastover-webhook: %w", err)
-	}
-	return nil
-}
-
-// waitHTTP polls url until it answers 200; it fails at once if p exits.
-func waitHTTP(ctx context.Context, p *cluster.Process, url string, timeout time.Duration) error {
-	client := &http.Client{Timeout: time.Second}
-	exited := p.Exited()
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-exited:
-			return false, fmt.Errorf("exited: %s", p.Tail(20))
-		default:
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-		if err != nil {
-			return false, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return false, nil //nolint:nilerr // not serving yet
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
 }
 
 // appDeployment is a one-replica Deployment of a pod that kwok runs,
@@ -564,19 +487,10 @@ func (d *demo) newFleet(ctx context.Context, ns, svc, name string, extra ...stri
 		return nil, err
 	}
 	f.Name = name
-	if f.Kubeconfig, err = d.env.KubeconfigFor(ctx, ns, "fastover-example", leaderRole); err != nil {
+	if f.Kubeconfig, err = d.env.KubeconfigFor(ctx, ns, "fastover-example", fleet.LeaderRole); err != nil {
 		return nil, err
 	}
 	return f, nil
-}
-
-// leaderRole is the leader library's documented Role (leader/doc.go).
-var leaderRole = []rbacv1.PolicyRule{
-	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
-	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "patch"}},
-	{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"delete"}},
-	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 }
 
 // stopFleet stops every replica of f (SIGTERM, then SIGKILL).

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -13,12 +12,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/tests/certmanager"
 	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/tests/manifests"
 )
 
 // TestCertManagerIssuesChain runs the real cert-manager (its controllers
@@ -119,9 +118,9 @@ func TestCertManagerIssuesChain(t *testing.T) {
 		}
 		return got.Webhooks[0].ClientConfig.CABundle
 	}
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return bytes.Equal(bundle(ctx), caPEM), nil
-	}), "the cainjector never set the caBundle to the CA")
+	injected, err := manifests.WaitCABundle(ctx, env.Client, mwc.Name, ns, "serving-tls", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, string(caPEM), string(injected))
 	t.Logf("caBundle injected %v after the webhook configuration was created", time.Since(created).Round(time.Millisecond))
 
 	// A forced renewal (as `cmctl renew`): a new serving certificate from

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -58,7 +57,7 @@ func TestInstall(t *testing.T) {
 	require.NoError(t, err)
 	mwc := manifests.Find(local, "MutatingWebhookConfiguration", "fastover")
 	require.NotNil(t, mwc)
-	setWebhookURL(t, mwc, "https://"+addr+webhook.Path)
+	require.NoError(t, manifests.SetWebhookURL(mwc, "https://"+addr+webhook.Path))
 
 	start := time.Now()
 	res, err := applier.Apply(ctx, local, manifests.ApplyOptions{})
@@ -68,13 +67,8 @@ func TestInstall(t *testing.T) {
 	// cert-manager issues the chain and injects the CA.
 	require.NoError(t, certmanager.WaitReady(ctx, env, systemNS, servingCert))
 	issued := time.Since(start)
-	secret, err := env.Client.CoreV1().Secrets(systemNS).Get(ctx, servingTLS, metav1.GetOptions{})
+	caPEM, err := manifests.WaitCABundle(ctx, env.Client, "fastover", systemNS, servingTLS, time.Minute)
 	require.NoError(t, err)
-	caPEM := secret.Data["ca.crt"]
-	require.NotEmpty(t, caPEM)
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return string(caBundle(ctx, t, env)) == string(caPEM), nil
-	}), "cainjector never set the caBundle")
 	injected := time.Since(start)
 
 	// The webhook serves the Secret's files, mirrored as the kubelet would.
@@ -179,15 +173,6 @@ func installRotation(ctx context.Context, t *testing.T, env *cluster.Env, wh *we
 	assert.Equal(t, string(caPEM), string(caBundle(ctx, t, env)), "the caBundle changed")
 	t.Logf("rotation: renewal asked, new certificate in the Secret after %v, served after %v; %d pods admitted before, %d after, 0 failed, 0 missed",
 		reissued.Round(time.Millisecond), switched.Round(time.Millisecond), before, stream.count()-before)
-}
-
-func setWebhookURL(t *testing.T, mwc *unstructured.Unstructured, url string) {
-	t.Helper()
-	hooks, _, err := unstructured.NestedSlice(mwc.Object, "webhooks")
-	require.NoError(t, err)
-	require.Len(t, hooks, 1)
-	require.NoError(t, unstructured.SetNestedField(hooks[0].(map[string]any), url, "clientConfig", "url"))
-	require.NoError(t, unstructured.SetNestedSlice(mwc.Object, hooks, "webhooks"))
 }
 
 func caBundle(ctx context.Context, t *testing.T, env *cluster.Env) []byte {

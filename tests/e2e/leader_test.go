@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/leader"
 	"github.com/fastover/fastover/tests/cluster"
@@ -87,13 +87,13 @@ func TestLeaderMigration(t *testing.T) {
 	require.NoError(t, env.CreateNamespace(ctx, ns, nil))
 	f := newFleet(t, env, ns, "ctl", shortDurations)
 	// The replicas run with the Role the library documents, nothing more.
-	kubeconfig, err := env.KubeconfigFor(ctx, ns, "ctl", documentedRole)
+	kubeconfig, err := env.KubeconfigFor(ctx, ns, "ctl", fleet.LeaderRole)
 	require.NoError(t, err)
 	f.Kubeconfig = kubeconfig
 	// The old way: a Deployment behind a Service that selects its pods.
 	require.NoError(t, f.CreateService(ctx, map[string]string{"app": "old-ctl"}))
 	old := deployment("old-ctl", nil)
-	old.Spec.Replicas = ptrInt32(3)
+	old.Spec.Replicas = ptr.To[int32](3)
 	_, err = env.Client.AppsV1().Deployments(ns).Create(ctx, old, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -231,17 +231,6 @@ func TestLeaderAPIServerRestart(t *testing.T) {
 	got, err := f.Call(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, id, got)
-}
-
-func ptrInt32(v int32) *int32 { return &v }
-
-// documentedRole is the Role of the leader package's documentation.
-var documentedRole = []rbacv1.PolicyRule{
-	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
-	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "patch"}},
-	{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"delete"}},
-	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 }
 
 // TestLeaderSingleReplica: one replica, the same Service: it publishes

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/tests/manifests"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -120,21 +121,8 @@ func (w *webhookServer) runAt(t *testing.T, env *cluster.Env, ports []int, args 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-w.proc.Exited():
-			return false, fmt.Errorf("fastover-webhook exited: %s", w.proc.Tail(20))
-		default:
-		}
-		resp, err := http.Get(w.health + "/readyz")
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		t.Fatalf("fastover-webhook not ready: %v", err)
+	if err := w.proc.WaitHTTP(ctx, w.health+"/readyz"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -212,12 +200,8 @@ func waitInjecting(ctx context.Context, t *testing.T, env *cluster.Env) {
 			t.Fatal(err)
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pod, err := env.Client.CoreV1().Pods(probeNS).Create(ctx, bare("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err == nil && pod.Annotations[webhook.AnnotationInjected] != "", nil
-	})
-	if err != nil {
-		t.Fatalf("the API server does not call the webhook: %v", err)
+	if err := manifests.WaitInjecting(ctx, env.Client, probeNS, 30*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
 
