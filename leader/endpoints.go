@@ -75,6 +75,16 @@ func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
 		if err := p.removeSelector(ctx, svc); err != nil {
 			return err
 		}
+		// At once: the endpoints controller's Endpoints object, left
+		// behind, is what the mirroring controller turns into a slice
+		// of the old addresses. It reacts to the selector's removal
+		// within milliseconds, so that slice usually appears for a
+		// moment; with the Endpoints object gone the mirroring
+		// controller deletes it again, and so does the loop below.
+		if err := p.deleteStaleEndpoints(ctx); err != nil {
+			return err
+		}
+		cleanEndpoints = false
 	}
 
 	want := p.desiredSlice(svc)
