@@ -61,3 +61,16 @@ func ExampleNewServer() {
 	defer cancel()
 	go func() { _ = srv.Start(ctx) }()
 }
+
+// A webhook's rule, read back from the args of its Deployment's container;
+// the flags of other options are skipped.
+func ExampleRule_ParseArgs() {
+	args := []string{"--port=9443", "--cert-dir=/etc/fastover/tls", "--toleration-seconds=5", "--not-ready-toleration-seconds", "30"}
+	rule := webhook.DefaultRule()
+	if err := rule.ParseArgs(args); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(rule.Flags())
+	// Output: [--toleration-seconds=5 --not-ready-toleration-seconds=30 --default-toleration-seconds=300]
+}

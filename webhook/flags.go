@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // AddFlags binds the rule's command-line flags to r: --toleration-seconds,
@@ -18,6 +19,57 @@ func (r *Rule) AddFlags(fs *flag.FlagSet) {
 		"if set, the same for node.kubernetes.io/not-ready:NoExecute (unset: not-ready is left alone)")
 	fs.Int64Var(&r.DefaultTolerationSeconds, "default-toleration-seconds", r.DefaultTolerationSeconds,
 		"the API server's --default-unreachable-toleration-seconds: a toleration with this value is its default and is rewritten")
+}
+
+// ParseArgs sets r from the rule's flags in args, a fastover-webhook
+// command line such as its Deployment's container args, which holds other
+// flags too: those are skipped. It reads -name value, --name value,
+// -name=value and --name=value as the flag package does (the last one
+// given wins) and stops at "--". A rule flag without a value, with a bad
+// one, or with one Kubernetes would expand from the container's
+// environment ($(VAR)) is an error; so is a rule that does not validate.
+func (r *Rule) ParseArgs(args []string) error {
+	fs := flag.NewFlagSet("rule", flag.ContinueOnError)
+	r.AddFlags(fs)
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			break
+		}
+		name, ok := strings.CutPrefix(arg, "-")
+		if !ok {
+			continue
+		}
+		name = strings.TrimPrefix(name, "-")
+		name, value, hasValue := strings.Cut(name, "=")
+		if fs.Lookup(name) == nil {
+			continue
+		}
+		if !hasValue {
+			if i+1 == len(args) {
+				return fmt.Errorf("flag %s: no value", arg)
+			}
+			i++
+			value = args[i]
+		}
+		if strings.Contains(value, "$(") {
+			return fmt.Errorf("flag -%s=%s: the value comes from the container's environment, which is not known here", name, value)
+		}
+		if err := fs.Set(name, value); err != nil {
+			return fmt.Errorf("flag -%s=%s: %w", name, value, err)
+		}
+	}
+	return r.Validate()
+}
+
+// Flags returns the rule as the command-line flags that give it, as in
+// the webhook's args.
+func (r Rule) Flags() []string {
+	out := []string{"--toleration-seconds=" + strconv.FormatInt(r.TolerationSeconds, 10)}
+	if r.NotReadyTolerationSeconds != nil {
+		out = append(out, "--not-ready-toleration-seconds="+strconv.FormatInt(*r.NotReadyTolerationSeconds, 10))
+	}
+	return append(out, "--default-toleration-seconds="+strconv.FormatInt(r.DefaultTolerationSeconds, 10))
 }
 
 // optionalSeconds is a flag that is either unset (nil) or a non-negative

@@ -14,10 +14,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -63,37 +65,49 @@ type options struct {
 	config        *genericclioptions.ConfigFlags
 	allNamespaces bool
 	output        string
+	webhook       string
 	rule          webhook.Rule
+	ruleFrom      string // where rule comes from, set by setup
+	stderr        io.Writer
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
-	o := &options{config: genericclioptions.NewConfigFlags(true), rule: webhook.DefaultRule()}
+	o := &options{config: genericclioptions.NewConfigFlags(true), rule: webhook.DefaultRule(), stderr: stderr}
 	root := &cobra.Command{
 		Use:   "kubectl-fastover",
 		Short: "Find and fix pods that would wait 300 s on a lost node",
 		Long: `kubectl fastover audits the pods of the namespaces labelled fastover.io/inject=enabled
 (or of one namespace, or of all) for their effective node.kubernetes.io/unreachable and
 not-ready NoExecute tolerations, and fixes in place, with the webhook's rule, the pods
-that missed injection. The rule flags must match the webhook's.`,
+that missed injection. The rule is the installed webhook's: read from the args of its
+Deployment (--webhook); rule flags given here override it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	flags := root.PersistentFlags()
-	o.config.AddFlags(flags)
-	flags.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "audit every namespace (pods of namespaces that are not enabled are listed as out-of-scope)")
-	flags.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
-	// The rule's flags, as the webhook's: they must have the same values.
-	rule := flag.NewFlagSet("rule", flag.ContinueOnError)
-	o.rule.AddFlags(rule)
-	flags.AddGoFlagSet(rule)
+	o.addFlags(root.PersistentFlags())
 	root.AddCommand(newAuditCommand(o), newFixCommand(o))
 	return root
 }
 
-// setup validates the shared flags and returns a client and the scope.
-func (o *options) setup() (kubernetes.Interface, retrofit.Scope, error) {
+// addFlags defines the flags every subcommand shares.
+func (o *options) addFlags(flags *pflag.FlagSet) {
+	o.config.AddFlags(flags)
+	flags.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "audit every namespace (pods of namespaces that are not enabled are listed as out-of-scope)")
+	flags.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	flags.StringVar(&o.webhook, "webhook", defaultWebhook, "the webhook's Deployment (namespace/name) whose rule flags audit and fix apply; \"\" for the rule flags here alone")
+	// The rule's flags, as the webhook's: given here, they override the
+	// Deployment's.
+	rule := flag.NewFlagSet("rule", flag.ContinueOnError)
+	o.rule.AddFlags(rule)
+	flags.AddGoFlagSet(rule)
+}
+
+// setup validates the shared flags and returns a client and the scope; it
+// sets o.rule to the rule to apply (see resolveRule) and says on stderr
+// which it is.
+func (o *options) setup(cmd *cobra.Command) (kubernetes.Interface, retrofit.Scope, error) {
 	if err := o.rule.Validate(); err != nil {
 		return nil, retrofit.Scope{}, err
 	}
@@ -110,6 +124,12 @@ func (o *options) setup() (kubernetes.Interface, retrofit.Scope, error) {
 	if err != nil {
 		return nil, retrofit.Scope{}, err
 	}
+	rule, from, err := o.resolveRule(cmd.Context(), client, cmd.Flags())
+	if err != nil {
+		return nil, retrofit.Scope{}, err
+	}
+	o.rule, o.ruleFrom = rule, from
+	_, _ = fmt.Fprintf(o.stderr, "rule: %s (from %s)\n", strings.Join(rule.Flags(), " "), from)
 	scope := retrofit.Scope{AllNamespaces: o.allNamespaces}
 	if !o.allNamespaces && o.config.Namespace != nil && *o.config.Namespace != "" {
 		scope.Namespace = *o.config.Namespace
@@ -126,7 +146,7 @@ func newAuditCommand(o *options) *cobra.Command {
   kubectl fastover audit -A               # every namespace`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, scope, err := o.setup()
+			client, scope, err := o.setup(cmd)
 			if err != nil {
 				return err
 			}
@@ -135,7 +155,7 @@ func newAuditCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := printFindings(cmd.OutOrStdout(), o.output, findings); err != nil {
+			if err := o.printFindings(cmd.OutOrStdout(), findings); err != nil {
 				return err
 			}
 			if retrofit.NeedsFix(findings) > 0 {
@@ -158,7 +178,7 @@ a toleration of the user's own, DaemonSet and mirror pods).`,
   kubectl fastover fix -n shop`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, scope, err := o.setup()
+			client, scope, err := o.setup(cmd)
 			if err != nil {
 				return err
 			}
@@ -260,9 +280,14 @@ func (r fixReport) print(w io.Writer, format string, dryRun bool) error {
 type auditReport struct {
 	Pods    []retrofit.Finding `json:"pods"`
 	Summary map[string]int     `json:"summary"`
+	// Rule is the rule applied, as the webhook's flags; RuleFrom says
+	// where it was read.
+	Rule     []string `json:"rule"`
+	RuleFrom string   `json:"ruleFrom"`
 }
 
-func printFindings(w io.Writer, format string, findings []retrofit.Finding) error {
+func (o *options) printFindings(w io.Writer, findings []retrofit.Finding) error {
+	format := o.output
 	counts := map[string]int{}
 	for _, f := range findings {
 		counts[string(f.Status)]++
@@ -271,7 +296,7 @@ func printFindings(w io.Writer, format string, findings []retrofit.Finding) erro
 		if findings == nil {
 			findings = []retrofit.Finding{}
 		}
-		return encode(w, format, auditReport{Pods: findings, Summary: counts})
+		return encode(w, format, auditReport{Pods: findings, Summary: counts, Rule: o.rule.Flags(), RuleFrom: o.ruleFrom})
 	}
 	if len(findings) == 0 {
 		_, err := fmt.Fprintln(w, "No pods found in namespaces labelled fastover.io/inject=enabled.")

@@ -52,8 +52,10 @@ func kubectlFastover(ctx context.Context, t *testing.T, env *cluster.Env, args .
 }
 
 type auditJSON struct {
-	Pods    []retrofit.Finding `json:"pods"`
-	Summary map[string]int     `json:"summary"`
+	Pods     []retrofit.Finding `json:"pods"`
+	Summary  map[string]int     `json:"summary"`
+	Rule     []string           `json:"rule"`
+	RuleFrom string             `json:"ruleFrom"`
 }
 
 func audit(ctx context.Context, t *testing.T, env *cluster.Env, args ...string) (auditJSON, int) {
@@ -149,6 +151,10 @@ func TestRetrofit(t *testing.T) {
 			assert.False(t, strings.HasPrefix(name, "control/"), "unlabelled namespaces are not audited without -A")
 		}
 		assert.Equal(t, 1, a.Summary[string(retrofit.StatusNeedsFix)])
+		// The webhook runs outside the cluster here: no Deployment to
+		// read the rule from, so fastover's defaults, and it says so.
+		assert.Equal(t, webhook.DefaultRule().Flags(), a.Rule)
+		assert.Contains(t, a.RuleFrom, "no Deployment fastover-system/fastover-webhook")
 
 		all, _ := audit(ctx, t, env, "--all-namespaces")
 		for _, f := range all.Pods {
@@ -188,6 +194,34 @@ func TestRetrofit(t *testing.T) {
 		assert.Equal(t, "unreachable=0s", fixed.Annotations[webhook.AnnotationInjected])
 		_, code = audit(ctx, t, env)
 		assert.Equal(t, 0, code, "audit still finds pods to fix")
+	})
+
+	t.Run("RuleOfTheInstalledWebhook", func(t *testing.T) {
+		// The tuned overlay's Deployment, scaled to 0: audit applies the
+		// rule of its args unless told otherwise.
+		dir, err := manifests.Dir()
+		require.NoError(t, err)
+		objs, err := manifests.Render(filepath.Join(dir, "overlays/tuned"))
+		require.NoError(t, err)
+		d := manifests.Find(objs, "Deployment", "fastover-webhook")
+		require.NotNil(t, d)
+		require.NoError(t, unstructured.SetNestedField(d.Object, int64(0), "spec", "replicas"))
+		applier, err := manifests.NewApplier(env.Config)
+		require.NoError(t, err)
+		_, err = applier.Apply(ctx, []*unstructured.Unstructured{manifests.Find(objs, "Namespace", systemNS), d}, manifests.ApplyOptions{})
+		require.NoError(t, err)
+		defer func() {
+			assert.NoError(t, c.AppsV1().Deployments(systemNS).Delete(ctx, d.GetName(), metav1.DeleteOptions{}))
+		}()
+
+		a, _ := audit(ctx, t, env)
+		assert.Equal(t, []string{"--toleration-seconds=5", "--not-ready-toleration-seconds=30", "--default-toleration-seconds=300"}, a.Rule)
+		assert.Equal(t, "Deployment fastover-system/fastover-webhook", a.RuleFrom)
+		a, _ = audit(ctx, t, env, "--toleration-seconds=0")
+		assert.Equal(t, []string{"--toleration-seconds=0", "--not-ready-toleration-seconds=30", "--default-toleration-seconds=300"}, a.Rule)
+		a, _ = audit(ctx, t, env, "--webhook=")
+		assert.Equal(t, webhook.DefaultRule().Flags(), a.Rule)
+		assert.Equal(t, "the command line", a.RuleFrom)
 	})
 
 	t.Run("Reconciler", func(t *testing.T) {
