@@ -67,12 +67,12 @@ type options struct {
 	output        string
 	webhook       string
 	rule          webhook.Rule
-	ruleFrom      string // where rule comes from, set by setup
-	stderr        io.Writer
+	ruleFlags     *flag.FlagSet // bound to rule
+	ruleFrom      string        // where rule comes from, set by setup
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
-	o := &options{config: genericclioptions.NewConfigFlags(true), rule: webhook.DefaultRule(), stderr: stderr}
+	o := &options{config: genericclioptions.NewConfigFlags(true), rule: webhook.DefaultRule()}
 	root := &cobra.Command{
 		Use:   "kubectl-fastover",
 		Short: "Find and fix pods that would wait 300 s on a lost node",
@@ -99,9 +99,9 @@ func (o *options) addFlags(flags *pflag.FlagSet) {
 	flags.StringVar(&o.webhook, "webhook", defaultWebhook, "the webhook's Deployment (namespace/name) whose rule flags audit and fix apply; \"\" for the rule flags here alone")
 	// The rule's flags, as the webhook's: given here, they override the
 	// Deployment's.
-	rule := flag.NewFlagSet("rule", flag.ContinueOnError)
-	o.rule.AddFlags(rule)
-	flags.AddGoFlagSet(rule)
+	o.ruleFlags = flag.NewFlagSet("rule", flag.ContinueOnError)
+	o.rule.AddFlags(o.ruleFlags)
+	flags.AddGoFlagSet(o.ruleFlags)
 }
 
 // setup validates the shared flags and returns a client and the scope; it
@@ -129,7 +129,7 @@ func (o *options) setup(cmd *cobra.Command) (kubernetes.Interface, retrofit.Scop
 		return nil, retrofit.Scope{}, err
 	}
 	o.rule, o.ruleFrom = rule, from
-	_, _ = fmt.Fprintf(o.stderr, "rule: %s (from %s)\n", strings.Join(rule.Flags(), " "), from)
+	_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "rule: %s (from %s)\n", strings.Join(rule.Flags(), " "), from)
 	scope := retrofit.Scope{AllNamespaces: o.allNamespaces}
 	if !o.allNamespaces && o.config.Namespace != nil && *o.config.Namespace != "" {
 		scope.Namespace = *o.config.Namespace

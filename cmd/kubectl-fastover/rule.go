@@ -21,34 +21,17 @@ const defaultWebhook = "fastover-system/fastover-webhook"
 // fastover-webhook.
 const webhookContainer = "webhook"
 
-// ruleFlagNames are the flags webhook.Rule.AddFlags defines.
-func ruleFlagNames() []string {
-	fs := flag.NewFlagSet("rule", flag.ContinueOnError)
-	r := webhook.DefaultRule()
-	r.AddFlags(fs)
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	return names
-}
-
 // resolveRule returns the rule audit and fix apply, and where it comes
 // from: the webhook Deployment's args, with the rule flags given on the
 // command line on top; the flags alone when --webhook is "" or, unless
 // --webhook was given, when that Deployment cannot be read.
 func (o *options) resolveRule(ctx context.Context, client kubernetes.Interface, flags *pflag.FlagSet) (webhook.Rule, string, error) {
-	given := map[string]string{}
-	for _, name := range ruleFlagNames() {
-		if f := flags.Lookup(name); f != nil && f.Changed {
-			given[name] = f.Value.String()
-		}
-	}
 	if o.webhook == "" {
 		return o.rule, "the command line", nil
 	}
-	explicit := flags.Changed("webhook")
 	args, err := webhookArgs(ctx, client, o.webhook)
 	if err != nil {
-		if explicit {
+		if flags.Changed("webhook") {
 			return webhook.Rule{}, "", err
 		}
 		return o.rule, fmt.Sprintf("the command line and fastover's defaults (%v; --webhook names the Deployment, --webhook='' uses the flags alone)", err), nil
@@ -57,13 +40,15 @@ func (o *options) resolveRule(ctx context.Context, client kubernetes.Interface, 
 	if err := rule.ParseArgs(args); err != nil {
 		return webhook.Rule{}, "", fmt.Errorf("the rule flags of Deployment %s: %w (give them here and --webhook='')", o.webhook, err)
 	}
-	// The flags given here win over the Deployment's.
-	fs := flag.NewFlagSet("rule", flag.ContinueOnError)
-	rule.AddFlags(fs)
-	for name, value := range given {
-		if err := fs.Set(name, value); err != nil {
-			return webhook.Rule{}, "", fmt.Errorf("--%s: %w", name, err)
+	// The rule flags given here win over the Deployment's.
+	var given []string
+	o.ruleFlags.VisitAll(func(f *flag.Flag) {
+		if flags.Changed(f.Name) {
+			given = append(given, "--"+f.Name+"="+f.Value.String())
 		}
+	})
+	if err := rule.ParseArgs(given); err != nil {
+		return webhook.Rule{}, "", err
 	}
 	from := "Deployment " + o.webhook
 	if len(given) > 0 {
