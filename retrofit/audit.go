@@ -149,6 +149,8 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 	case d.Changed():
 		f.Status, f.Mark = StatusNeedsFix, d.Mark()
 		switch {
+		case setUnderAnotherRule(d, pod):
+			f.Reason = "set by fastover under another rule (" + pod.Annotations[webhook.AnnotationInjected] + ")"
 		case pod.Annotations[webhook.AnnotationInjected] != "":
 			f.Reason = "tolerations changed since injection"
 		case !a.InstalledAt.IsZero() && !pod.CreationTimestamp.After(a.InstalledAt.Truncate(time.Second)):
@@ -177,6 +179,19 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 		}
 	}
 	return f
+}
+
+// setUnderAnotherRule reports whether the decision rewrites a toleration
+// that fastover set (its mark says so) under a rule that wanted other
+// seconds.
+func setUnderAnotherRule(d webhook.Decision, pod *corev1.Pod) bool {
+	mark := pod.Annotations[webhook.AnnotationInjected]
+	for _, t := range d.Taints {
+		if t.Action == webhook.ActionRewrite && webhook.IsMarked(pod.Spec.Tolerations[t.Index], mark, t.Name, t.Key) {
+			return true
+		}
+	}
+	return false
 }
 
 // settled says why a pod has no node left to lose ("terminating",

@@ -51,6 +51,10 @@ func TestClassify(t *testing.T) {
 	finished.Status.Phase = corev1.PodSucceeded
 	changed := defaulted("changed", after)
 	changed.Annotations = map[string]string{webhook.AnnotationInjected: "unreachable=0s"}
+	// Injected under a rule of 60 s; the rule is 0 s now.
+	ruleChanged := defaulted("rule-changed", after)
+	ruleChanged.Spec.Tolerations[1].TolerationSeconds = ptr.To[int64](60)
+	ruleChanged.Annotations = map[string]string{webhook.AnnotationInjected: "unreachable=60s"}
 
 	for _, tc := range []struct {
 		pod         *corev1.Pod
@@ -62,6 +66,7 @@ func TestClassify(t *testing.T) {
 		{defaulted("old", before), true, StatusNeedsFix, "created before fastover was installed", "300s (default)"},
 		{defaulted("missed", after), true, StatusNeedsFix, "missed by the webhook (down, or namespace labelled later)", "300s (default)"},
 		{changed, true, StatusNeedsFix, "tolerations changed since injection", "300s (default)"},
+		{ruleChanged, true, StatusNeedsFix, "set by fastover under another rule (unreachable=60s)", "60s"},
 		{injected, true, StatusFast, "injected", "0s"},
 		{optOut, true, StatusKept, `opted out (fastover.io/inject: "false")`, "300s (default)"},
 		{user, true, StatusKept, "user's own unreachable toleration", "600s"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -52,7 +53,13 @@ type Reconciler struct {
 	Metrics *Metrics
 	// Logger (logr.Discard() if zero).
 	Logger logr.Logger
+
+	synced atomic.Bool
 }
+
+// HasSynced reports whether Run has filled its caches and gone over every
+// pod once, until it returns.
+func (r *Reconciler) HasSynced() bool { return r.synced.Load() }
 
 // Run reconciles until ctx ends. It returns nil then, or an error if its
 // caches never synced.
@@ -79,7 +86,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: FieldManager})
 	}
 
-	factory := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithTransform(stripManagedFields))
+	// The pods' cache holds every pod of the cluster: only what the rule
+	// and the audit read of each (SlimPod).
+	factory := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithTransform(slimObjects))
 	podInformer := factory.Core().V1().Pods()
 	nsInformer := factory.Core().V1().Namespaces()
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -122,6 +131,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	// Pods seen before the namespaces' cache synced were dropped: go over
 	// them all once.
 	w.enqueueAll()
+	r.synced.Store(true)
+	defer r.synced.Store(false)
 	log.Info("reconciler running", "qps", qps, "workers", workers)
 
 	done := make(chan struct{})
@@ -248,9 +259,13 @@ func (w *worker) fix(ctx context.Context, key cache.ObjectName) error {
 
 var everything = labels.Everything()
 
-// stripManagedFields drops managed fields from cached objects: the
-// reconciler never reads them, and they are a large part of a pod.
-func stripManagedFields(obj any) (any, error) {
+// slimObjects is the informers' transform: pods are cut to what the
+// reconciler reads (SlimPod); other objects (namespaces) lose their
+// managed fields, which the reconciler never reads either.
+func slimObjects(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return SlimPod(pod), nil
+	}
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
 	}

@@ -91,8 +91,10 @@ type Action string
 const (
 	// ActionNone: the effective toleration already has the wanted seconds.
 	ActionNone Action = "none"
-	// ActionRewrite: the effective toleration is the API server's default;
-	// its tolerationSeconds is set to the wanted value.
+	// ActionRewrite: the effective toleration is the API server's default,
+	// or the one fastover set (the pod's mark says fastover set exactly its
+	// seconds, under a rule that wanted other seconds); its
+	// tolerationSeconds is set to the wanted value.
 	ActionRewrite Action = "rewrite"
 	// ActionAdd: no toleration matches; one is appended.
 	ActionAdd Action = "add"
@@ -174,18 +176,20 @@ func (r Rule) Decide(pod Pod) Decision {
 			notReady = &n
 		}
 	}
+	mark := pod.Annotations[AnnotationInjected]
 	d := Decision{Taints: []TaintDecision{
-		r.decideTaint(pod.Tolerations, "unreachable", corev1.TaintNodeUnreachable, unreachable),
+		r.decideTaint(pod.Tolerations, mark, "unreachable", corev1.TaintNodeUnreachable, unreachable),
 	}}
 	if notReady != nil {
-		d.Taints = append(d.Taints, r.decideTaint(pod.Tolerations, "not-ready", corev1.TaintNodeNotReady, *notReady))
+		d.Taints = append(d.Taints, r.decideTaint(pod.Tolerations, mark, "not-ready", corev1.TaintNodeNotReady, *notReady))
 	}
 	return d
 }
 
 // decideTaint decides for one NoExecute taint, which the taint-eviction
-// controller tolerates with the first toleration that matches it.
-func (r Rule) decideTaint(tols []corev1.Toleration, name, key string, want int64) TaintDecision {
+// controller tolerates with the first toleration that matches it. mark is
+// the pod's fastover.io/injected annotation.
+func (r Rule) decideTaint(tols []corev1.Toleration, mark, name, key string, want int64) TaintDecision {
 	td := TaintDecision{Name: name, Key: key, Index: EffectiveToleration(tols, key)}
 	if td.Index < 0 {
 		td.Action, td.Seconds = ActionAdd, &want
@@ -195,7 +199,7 @@ func (r Rule) decideTaint(tols []corev1.Toleration, name, key string, want int64
 	switch {
 	case eff.TolerationSeconds != nil && *eff.TolerationSeconds == want:
 		td.Action, td.Seconds = ActionNone, &want
-	case r.isDefault(eff, key):
+	case r.isDefault(eff, key), IsMarked(eff, mark, name, key):
 		td.Action, td.Seconds = ActionRewrite, &want
 	default:
 		// Other seconds, none (forever), or a broader toleration that
@@ -211,6 +215,42 @@ func (r Rule) isDefault(t corev1.Toleration, key string) bool {
 	return t.Key == key && t.Operator == corev1.TolerationOpExists && t.Value == "" &&
 		t.Effect == corev1.TaintEffectNoExecute &&
 		t.TolerationSeconds != nil && *t.TolerationSeconds == r.DefaultTolerationSeconds
+}
+
+// IsMarked reports whether t is a toleration fastover set: it has the shape
+// fastover writes for the taint key (the API server default's shape), and
+// the mark (a fastover.io/injected value) says fastover set the taint name
+// to exactly its seconds. Such a toleration follows the rule when the rule
+// changes; one the mark calls the user's ("user:"), or whose seconds were
+// changed since, stays the user's.
+func IsMarked(t corev1.Toleration, mark, name, key string) bool {
+	if t.Key != key || t.Operator != corev1.TolerationOpExists || t.Value != "" ||
+		t.Effect != corev1.TaintEffectNoExecute || t.TolerationSeconds == nil {
+		return false
+	}
+	s, ok := markedSeconds(mark, name)
+	return ok && s == *t.TolerationSeconds
+}
+
+// markedSeconds returns the seconds a mark says fastover set for the taint
+// name ("unreachable=0s,not-ready=30s" has 30 for not-ready), and false if
+// the mark does not name it, names the user's value or cannot be read.
+func markedSeconds(mark, name string) (int64, bool) {
+	for mark != "" {
+		var part string
+		part, mark, _ = strings.Cut(mark, ",")
+		n, v, ok := strings.Cut(part, "=")
+		if !ok || n != name {
+			continue
+		}
+		digits, ok := strings.CutSuffix(v, "s")
+		if !ok {
+			return 0, false
+		}
+		s, err := parseSeconds(digits)
+		return s, err == nil
+	}
+	return 0, false
 }
 
 // EffectiveToleration returns the index of the toleration that the
