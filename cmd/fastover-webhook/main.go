@@ -88,6 +88,9 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	logf.SetLogger(zap.New(zap.UseFlagOptions(&c.zap), zap.WriteTo(stderr)))
+	if c.reconcile.only {
+		return c.reconcile.runAlone(signals.SetupSignalHandler(), *c.opts.Rule, c.opts, logf.Log.WithName("reconciler"))
+	}
 	srv, err := webhook.NewServer(c.opts)
 	if err != nil {
 		return err

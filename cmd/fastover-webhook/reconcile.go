@@ -5,11 +5,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -22,6 +27,7 @@ import (
 // reconcileConfig holds the flags of the --reconcile mode.
 type reconcileConfig struct {
 	enabled       bool
+	only          bool
 	kubeconfig    string
 	qps           float64
 	namespace     string
@@ -39,6 +45,8 @@ func (r *reconcileConfig) bindFlags(fs *flag.FlagSet) {
 	}
 	fs.BoolVar(&r.enabled, "reconcile", false,
 		"also fix, in place, pods of enabled namespaces that missed injection (one replica at a time, elected through a Lease)")
+	fs.BoolVar(&r.only, "reconcile-only", false,
+		"run the reconciler alone (implies --reconcile): no webhook server and no certificates; metrics and probes are served as with the webhook")
 	fs.StringVar(&r.kubeconfig, "kubeconfig", "", "kubeconfig for --reconcile (default: in-cluster config)")
 	fs.Float64Var(&r.qps, "reconcile-qps", retrofit.DefaultQPS, "most pods patched per second by --reconcile")
 	fs.StringVar(&r.namespace, "leader-election-namespace", ns, "namespace of the reconciler's Lease (default $POD_NAMESPACE, else fastover-system)")
@@ -50,6 +58,9 @@ func (r *reconcileConfig) bindFlags(fs *flag.FlagSet) {
 }
 
 func (r *reconcileConfig) validate() error {
+	if r.only {
+		r.enabled = true
+	}
 	if r.qps <= 0 {
 		return fmt.Errorf("--reconcile-qps must be positive, got %v", r.qps)
 	}
@@ -144,4 +155,66 @@ func (r *reconcileRunner) run(ctx context.Context) {
 		case <-time.After(r.cfg.retryPeriod):
 		}
 	}
+}
+
+// runAlone is --reconcile-only: the reconciler and its election, with the
+// metrics (/metrics) and probes (/healthz, /readyz) of opts' addresses, and
+// no webhook server. It returns when ctx ends.
+func (r *reconcileConfig) runAlone(ctx context.Context, rule webhook.Rule, opts webhook.Options, log logr.Logger) error {
+	var reg interface {
+		prometheus.Registerer
+		prometheus.Gatherer
+	} = crmetrics.Registry
+	if opts.Registry != nil {
+		reg = opts.Registry
+	}
+	// The process's own figures: the reconciler runs in a container of
+	// its own, whose memory is worth watching (go_memstats_*).
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return err
+		}
+	}
+	rec, err := r.build(rule, opts.Registry, log)
+	if err != nil {
+		return err
+	}
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }
+	var servers []*http.Server
+	serve := func(addr string, mux *http.ServeMux) error {
+		if addr == "0" {
+			return nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}
+		servers = append(servers, srv)
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error(err, "serving", "address", addr)
+			}
+		}()
+		return nil
+	}
+	metrics := http.NewServeMux()
+	metrics.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", ok)
+	health.HandleFunc("/readyz", ok)
+	defer func() {
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+	}()
+	if err := serve(opts.MetricsBindAddress, metrics); err != nil {
+		return err
+	}
+	if err := serve(opts.HealthProbeBindAddress, health); err != nil {
+		return err
+	}
+	log.Info("reconciler running alone, without the webhook server")
+	rec.run(ctx)
+	return nil
 }

@@ -225,25 +225,9 @@ func TestRetrofit(t *testing.T) {
 	})
 
 	t.Run("Reconciler", func(t *testing.T) {
-		// Install the reconciler's RBAC from the manifests and run it as
-		// the webhook's ServiceAccount.
-		dir, err := manifests.Dir()
-		require.NoError(t, err)
-		objs, err := manifests.Render(filepath.Join(dir, "overlays/reconcile"))
-		require.NoError(t, err)
-		var rbac []*unstructured.Unstructured
-		for _, o := range objs {
-			switch o.GetKind() {
-			case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-				rbac = append(rbac, o)
-			}
-		}
-		applier, err := manifests.NewApplier(env.Config)
-		require.NoError(t, err)
-		_, err = applier.Apply(ctx, rbac, manifests.ApplyOptions{})
-		require.NoError(t, err)
-		kubeconfig, err := env.KubeconfigAs(ctx, systemNS, "fastover-webhook")
-		require.NoError(t, err)
+		// Install the reconciler's ServiceAccount, RBAC and admission
+		// policy from the manifests and run it as that ServiceAccount.
+		kubeconfig := installReconcilerAccess(ctx, t, env)
 
 		// The webhook goes down; pods created meanwhile miss injection.
 		wh.proc.Stop(syscall.SIGTERM, 10*time.Second)

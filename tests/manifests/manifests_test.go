@@ -117,13 +117,23 @@ func TestOverlays(t *testing.T) {
 	})
 	t.Run("reconcile", func(t *testing.T) {
 		objs := render(t, "overlays/reconcile")
-		dep := decode[appsv1.Deployment](t, objs, "Deployment", "fastover-webhook")
+		// The reconciler runs as a Deployment of its own, with the
+		// webhook's image and rule; the webhook keeps no token.
+		dep := decode[appsv1.Deployment](t, objs, "Deployment", "fastover-reconciler")
 		spec := dep.Spec.Template.Spec
 		assert.True(t, *spec.AutomountServiceAccountToken, "the reconciler calls the API")
-		assert.Contains(t, spec.Containers[0].Args, "--reconcile")
+		assert.Contains(t, spec.Containers[0].Args, "--reconcile-only")
 		crb := decode[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "fastover-reconciler")
 		assert.Equal(t, spec.ServiceAccountName, crb.Subjects[0].Name)
 		assert.Equal(t, dep.Namespace, crb.Subjects[0].Namespace)
+		wh := decode[appsv1.Deployment](t, objs, "Deployment", "fastover-webhook")
+		assert.False(t, *wh.Spec.Template.Spec.AutomountServiceAccountToken, "the webhook calls no API")
+		assert.NotEqual(t, wh.Spec.Template.Spec.ServiceAccountName, spec.ServiceAccountName)
+		assert.Equal(t, wh.Spec.Template.Spec.Containers[0].Image, spec.Containers[0].Image)
+		whRule, rule := webhook.DefaultRule(), webhook.DefaultRule()
+		require.NoError(t, whRule.ParseArgs(wh.Spec.Template.Spec.Containers[0].Args))
+		require.NoError(t, rule.ParseArgs(spec.Containers[0].Args))
+		assert.Equal(t, whRule, rule, "the reconciler applies the webhook's rule")
 	})
 	t.Run("tuned", func(t *testing.T) {
 		objs := render(t, "overlays/tuned")
