@@ -3,6 +3,7 @@ package leader
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"time"
@@ -41,8 +42,14 @@ type Config struct {
 	Namespace string
 	// LeaseName is the name of the Lease. Required.
 	LeaseName string
-	// Identity names this replica in the Lease. Default: $POD_NAME, else
-	// the host name. It must be unique among the replicas.
+	// Identity names this replica in the Lease. It must be unique to this
+	// process: two processes under one identity could both act, since a
+	// replica trusts a record that names it. Default: $POD_NAME, else the
+	// host name, followed by "_" and 8 random hexadecimal digits, so that
+	// a Pod recreated under the same name (a StatefulSet's, after a force
+	// delete) or hostNetwork Pods sharing a host name never share one. A
+	// given Identity is used as it is; a record naming it that this
+	// process did not write is still waited out like another holder's.
 	Identity string
 
 	// LeaseDuration is how long a Lease lasts after its last renewal for
@@ -91,10 +98,7 @@ type Config struct {
 // withDefaults returns the config with every default filled in.
 func (c Config) withDefaults() Config {
 	if c.Identity == "" {
-		c.Identity = os.Getenv("POD_NAME")
-	}
-	if c.Identity == "" {
-		c.Identity, _ = os.Hostname()
+		c.Identity = DefaultIdentity()
 	}
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration
@@ -123,6 +127,20 @@ func (c Config) withDefaults() Config {
 		c.Logger = klog.Background()
 	}
 	return c
+}
+
+// DefaultIdentity returns an identity unique to this process: $POD_NAME,
+// else the host name, then "_" and 8 random hexadecimal digits; "" if
+// there is neither name. Each call returns a new one.
+func DefaultIdentity() string {
+	name := os.Getenv("POD_NAME")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	if name == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s_%08x", name, rand.Uint32())
 }
 
 // Validate reports what is wrong with the config, defaults applied: all of
@@ -165,8 +183,8 @@ func (c Config) Validate() error {
 	if c.Service != "" {
 		if c.Address == "" {
 			errs = append(errs, errors.New("no Address with Service (and POD_IP is not set)"))
-		} else if _, err := netip.ParseAddr(c.Address); err != nil {
-			errs = append(errs, fmt.Errorf("address %q (Address) is not an IP address", c.Address))
+		} else if err := validateAddress(c.Address); err != nil {
+			errs = append(errs, fmt.Errorf("address %q (Address) %w", c.Address, err))
 		}
 		for i, p := range c.Ports {
 			if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
@@ -175,4 +193,28 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateAddress refuses what the EndpointSlice API refuses, and what no
+// client could reach: the API would reject every write of the slice.
+func validateAddress(s string) error {
+	addr, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return errors.New("is not an IP address")
+	case addr.Zone() != "":
+		return errors.New("has a zone: an endpoint address cannot")
+	}
+	addr = addr.Unmap()
+	switch {
+	case addr.IsUnspecified():
+		return errors.New("is unspecified: publish the Pod's own address")
+	case addr.IsLoopback():
+		return errors.New("is a loopback address: other nodes cannot reach it, and the EndpointSlice API refuses it")
+	case addr.IsLinkLocalUnicast():
+		return errors.New("is link-local: the EndpointSlice API refuses it")
+	case addr.IsMulticast():
+		return errors.New("is a multicast address: an endpoint must be unicast")
+	}
+	return nil
 }

@@ -6,9 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 )
 
@@ -58,7 +56,7 @@ func TestDefaultsFromDownwardAPI(t *testing.T) {
 	t.Setenv("POD_IP", "10.1.2.3")
 	t.Setenv("NODE_NAME", "node-a")
 	c := Config{Client: fake.NewClientset(), Namespace: "ns", LeaseName: "l", Service: "svc"}.withDefaults()
-	assert.Equal(t, "ctl-0", c.Identity)
+	assert.Regexp(t, `^ctl-0_[0-9a-f]{8}$`, c.Identity)
 	assert.Equal(t, "10.1.2.3", c.Address)
 	assert.Equal(t, "ctl-0", c.PodName)
 	assert.Equal(t, "node-a", c.NodeName)
@@ -73,10 +71,8 @@ func TestDefaultsFromDownwardAPI(t *testing.T) {
 // renewed less than a lease duration ago.
 func TestRenewalsInOneSecondAreDistinct(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 10, 200_000_000, time.UTC)
-	a := resourcelock.LeaderElectionRecord{HolderIdentity: "x", LeaseDurationSeconds: 4, RenewTime: metav1.NewTime(base)}
-	b := a
-	b.RenewTime = metav1.NewTime(base.Add(500 * time.Millisecond))
-	assert.NotEqual(t, recordKey(a), recordKey(b))
+	a := testLease("7", "x", 4, 0, base)
+	b := testLease("8", "x", 4, 0, base.Add(500*time.Millisecond))
 
 	cfg := validConfig().withDefaults()
 	e := newElection(&cfg)
@@ -84,7 +80,48 @@ func TestRenewalsInOneSecondAreDistinct(t *testing.T) {
 	e.observe(a, t0)
 	e.observe(b, t0.Add(500*time.Millisecond))
 	assert.Equal(t, t0.Add(500*time.Millisecond).Add(4*time.Second), e.expiry())
-	// The same record again is not news.
+	// The same version again is not news.
 	e.observe(b, t0.Add(time.Second))
 	assert.Equal(t, t0.Add(500*time.Millisecond).Add(4*time.Second), e.expiry())
+}
+
+func TestDefaultIdentityIsUniquePerCall(t *testing.T) {
+	t.Setenv("POD_NAME", "ctl-0")
+	a, b := DefaultIdentity(), DefaultIdentity()
+	assert.Regexp(t, `^ctl-0_[0-9a-f]{8}$`, a)
+	assert.NotEqual(t, a, b, "a Pod recreated under the same name must not reuse the identity")
+	e1, err := New(Config{Client: fake.NewClientset(), Namespace: "ns", LeaseName: "l"})
+	assert.NoError(t, err)
+	e2, err := New(Config{Client: fake.NewClientset(), Namespace: "ns", LeaseName: "l"})
+	assert.NoError(t, err)
+	assert.NotEqual(t, e1.Identity(), e2.Identity())
+}
+
+// Addresses the EndpointSlice API refuses fail Validate, instead of every
+// write of the slice failing for good.
+func TestValidateAddress(t *testing.T) {
+	for addr, want := range map[string]string{
+		"fe80::1%eth0":     "zone",
+		"127.0.0.1":        "loopback",
+		"::1":              "loopback",
+		"0.0.0.0":          "unspecified",
+		"::":               "unspecified",
+		"169.254.1.1":      "link-local",
+		"fe80::1":          "link-local",
+		"224.0.0.1":        "multicast",
+		"ff02::1":          "multicast",
+		"::ffff:127.0.0.1": "loopback",
+		"10.0.0.1.":        "not an IP address",
+	} {
+		t.Run(addr, func(t *testing.T) {
+			c := validConfig()
+			c.Service, c.Address = "svc", addr
+			assert.ErrorContains(t, c.Validate(), want)
+		})
+	}
+	for _, addr := range []string{"10.1.2.3", "192.0.2.7", "2001:db8::7", "::ffff:10.1.2.3"} {
+		c := validConfig()
+		c.Service, c.Address = "svc", addr
+		assert.NoError(t, c.Validate(), addr)
+	}
 }

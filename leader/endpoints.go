@@ -1,10 +1,13 @@
 package leader
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -87,30 +90,12 @@ func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
 		cleanEndpoints = false
 	}
 
-	want := p.desiredSlice(svc)
-	have, err := p.slices.Get(want.Name)
-	switch {
-	case apierrors.IsNotFound(err):
-		if !p.leading() {
-			return errNotLeading
-		}
-		if _, err := p.cfg.Client.DiscoveryV1().EndpointSlices(p.cfg.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create EndpointSlice %s: %w", want.Name, err)
-		}
-	case err != nil:
+	if err := p.checkFamily(svc); err != nil {
 		return err
-	case !sliceUpToDate(have, want):
-		if !p.leading() {
-			return errNotLeading
-		}
-		update := have.DeepCopy()
-		update.Labels, update.Annotations, update.OwnerReferences = want.Labels, want.Annotations, want.OwnerReferences
-		update.AddressType, update.Endpoints, update.Ports = want.AddressType, want.Endpoints, want.Ports
-		// have's resourceVersion: a conflict means another writer, and
-		// the next reconcile sees its version.
-		if _, err := p.cfg.Client.DiscoveryV1().EndpointSlices(p.cfg.Namespace).Update(ctx, update, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update EndpointSlice %s: %w", want.Name, err)
-		}
+	}
+	want := p.desiredSlice(svc)
+	if err := p.writeSlice(ctx, want); err != nil {
+		return err
 	}
 
 	// Every other slice of the Service goes: the endpointslice
@@ -145,6 +130,88 @@ func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
 		}
 	}
 	return nil
+}
+
+// writeSlice creates or updates the leader's slice, if it is not as
+// wanted already. It starts from the cache; where the cache is behind (the
+// slice this replica just wrote, or one that left the cache because its
+// service-name label was removed) the API answers AlreadyExists or
+// Conflict, and the slice is read from the API and taken back from there.
+func (p *publisher) writeSlice(ctx context.Context, want *discoveryv1.EndpointSlice) error {
+	api := p.cfg.Client.DiscoveryV1().EndpointSlices(p.cfg.Namespace)
+	have, err := p.slices.Get(want.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if apierrors.IsNotFound(err) {
+		have = nil
+	}
+	for attempt := 0; ; attempt++ {
+		if have != nil && sliceUpToDate(have, want) {
+			return nil
+		}
+		if !p.leading() {
+			return errNotLeading
+		}
+		if have == nil {
+			_, err = api.Create(ctx, want, metav1.CreateOptions{})
+		} else {
+			update := have.DeepCopy()
+			if update.Labels == nil {
+				update.Labels = map[string]string{}
+			}
+			if update.Annotations == nil {
+				update.Annotations = map[string]string{}
+			}
+			maps.Copy(update.Labels, want.Labels)
+			maps.Copy(update.Annotations, want.Annotations)
+			update.OwnerReferences = want.OwnerReferences
+			update.AddressType, update.Endpoints, update.Ports = want.AddressType, want.Endpoints, want.Ports
+			// have's resourceVersion: a conflict means another writer,
+			// or a cache behind the API.
+			_, err = api.Update(ctx, update, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt > 0 || !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
+			verb := "update"
+			if have == nil {
+				verb = "create"
+			}
+			return fmt.Errorf("%s EndpointSlice %s: %w", verb, want.Name, err)
+		}
+		if have, err = api.Get(ctx, want.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			have = nil
+		} else if err != nil {
+			return fmt.Errorf("read EndpointSlice %s: %w", want.Name, err)
+		}
+	}
+}
+
+// errAddressFamily: the leader's address is of a family the Service does
+// not serve; kube-proxy would ignore the slice.
+var errAddressFamily = errors.New("address family not served by the Service")
+
+// checkFamily refuses to publish an address of a family that the Service
+// does not serve (spec.ipFamilies), with a Warning Event on the Service.
+func (p *publisher) checkFamily(svc *corev1.Service) error {
+	if len(svc.Spec.IPFamilies) == 0 {
+		return nil
+	}
+	family := corev1.IPv4Protocol
+	if addressType(p.cfg.Address) == discoveryv1.AddressTypeIPv6 {
+		family = corev1.IPv6Protocol
+	}
+	if slices.Contains(svc.Spec.IPFamilies, family) {
+		return nil
+	}
+	msg := fmt.Sprintf("the leader's address %s is %s, but Service %s/%s serves %v only: kube-proxy would ignore it, so it is not published; give the leader an address of the Service's family",
+		p.cfg.Address, family, p.cfg.Namespace, svc.Name, svc.Spec.IPFamilies)
+	if p.cfg.EventRecorder != nil {
+		p.cfg.EventRecorder.Event(svc, corev1.EventTypeWarning, "AddressFamilyMismatch", msg)
+	}
+	return fmt.Errorf("%w: %s", errAddressFamily, msg)
 }
 
 // removeSelector is the migration step RemoveSelector allows.
@@ -211,12 +278,18 @@ func (p *publisher) withdraw(ctx context.Context) error {
 	return nil
 }
 
+// addressType is the EndpointSlice address type of a validated address.
+func addressType(address string) discoveryv1.AddressType {
+	addr, _ := netip.ParseAddr(address) // validated
+	if addr.Is6() && !addr.Is4In6() {
+		return discoveryv1.AddressTypeIPv6
+	}
+	return discoveryv1.AddressTypeIPv4
+}
+
 func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice {
 	addr, _ := netip.ParseAddr(p.cfg.Address) // validated
-	addrType := discoveryv1.AddressTypeIPv4
-	if addr.Is6() && !addr.Is4In6() {
-		addrType = discoveryv1.AddressTypeIPv6
-	}
+	addrType := addressType(p.cfg.Address)
 	ep := discoveryv1.Endpoint{
 		Addresses: []string{addr.Unmap().String()},
 		Conditions: discoveryv1.EndpointConditions{
@@ -229,7 +302,14 @@ func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice
 	if p.cfg.NodeName != "" {
 		ep.NodeName = ptr.To(p.cfg.NodeName)
 	}
-	ports := p.cfg.Ports
+	var ports []discoveryv1.EndpointPort
+	for _, port := range p.cfg.Ports {
+		// As the API server defaults them, so that a written slice
+		// reads back equal.
+		port.Name = ptr.To(ptr.Deref(port.Name, ""))
+		port.Protocol = ptr.To(ptr.Deref(port.Protocol, corev1.ProtocolTCP))
+		ports = append(ports, port)
+	}
 	if len(ports) == 0 {
 		for _, sp := range svc.Spec.Ports {
 			port := sp.Port
@@ -237,7 +317,7 @@ func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice
 				port = sp.TargetPort.IntVal
 			}
 			ports = append(ports, discoveryv1.EndpointPort{
-				Name: ptr.To(sp.Name), Port: ptr.To(port), Protocol: ptr.To(sp.Protocol), AppProtocol: sp.AppProtocol,
+				Name: ptr.To(sp.Name), Port: ptr.To(port), Protocol: ptr.To(cmp.Or(sp.Protocol, corev1.ProtocolTCP)), AppProtocol: sp.AppProtocol,
 			})
 		}
 	}
@@ -250,9 +330,12 @@ func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice
 				discoveryv1.LabelManagedBy:   ManagedBy,
 			},
 			Annotations: map[string]string{AnnotationIdentity: p.cfg.Identity},
+			// No blockOwnerDeletion: with OwnerReferencesPermissionEnforcement
+			// (OpenShift's default) setting it needs update on
+			// services/finalizers, which the Role does not grant; the
+			// slice is garbage-collected with its Service all the same.
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID, Controller: ptr.To(true),
 			}},
 		},
 		AddressType: addrType,
@@ -261,13 +344,24 @@ func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice
 	}
 }
 
+// sliceUpToDate reports whether have serves as want: want's labels and
+// annotations are there (others, added by anyone, are left alone), with
+// the owner, the address and the ports that want has.
 func sliceUpToDate(have, want *discoveryv1.EndpointSlice) bool {
-	return have.Labels[discoveryv1.LabelServiceName] == want.Labels[discoveryv1.LabelServiceName] &&
-		have.Labels[discoveryv1.LabelManagedBy] == want.Labels[discoveryv1.LabelManagedBy] &&
-		len(have.Labels) == len(want.Labels) &&
-		have.Annotations[AnnotationIdentity] == want.Annotations[AnnotationIdentity] &&
+	return subset(want.Labels, have.Labels) &&
+		subset(want.Annotations, have.Annotations) &&
 		have.AddressType == want.AddressType &&
 		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
 		apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) &&
 		apiequality.Semantic.DeepEqual(have.Ports, want.Ports)
+}
+
+// subset reports whether every entry of want is in have.
+func subset(want, have map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
 }

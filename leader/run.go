@@ -60,7 +60,13 @@ func New(cfg Config) (*Elector, error) {
 	if _, err := leases.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onLease,
 		UpdateFunc: func(_, obj any) { onLease(obj) },
-		DeleteFunc: func(any) { e.el.forget() },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			l, _ := obj.(*coordinationv1.Lease)
+			e.el.forget(l)
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -178,7 +184,9 @@ func (e *Elector) standby(ctx context.Context) bool {
 		now := time.Now()
 		holder := e.el.holder()
 		exp := e.el.expiry()
-		if holder == "" || holder == e.cfg.Identity || !now.Before(exp) || now.Sub(lastAttempt) >= e.cfg.LeaseDuration {
+		// A record naming this replica's own identity is not this
+		// process's (Run acquires once): it waits for expiry like any.
+		if holder == "" || !now.Before(exp) || now.Sub(lastAttempt) >= e.cfg.LeaseDuration {
 			lastAttempt = now
 			actx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 			ok, err := e.el.tryAcquire(actx)
@@ -225,12 +233,18 @@ func (e *Elector) lead(ctx context.Context, work func(ctx context.Context) error
 	e.isLeader.Store(true)
 	e.cfg.Metrics.setLeader(true)
 	log.Info("became the leader")
-	e.el.lock.RecordEvent("became leader")
+	e.el.recordEvent("LeaderElection", "became leader")
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	workDone := make(chan error, 1)
 	go func() { workDone <- work(workCtx) }()
 
+	// A change seen while standing by is old news: the first reconcile
+	// reads the caches as they are now.
+	select {
+	case <-e.trigger:
+	default:
+	}
 	pubCtx, stopPub := context.WithCancel(context.Background())
 	pubDone := make(chan struct{})
 	go func() {
@@ -322,9 +336,17 @@ func (e *Elector) lead(ctx context.Context, work func(ctx context.Context) error
 		case <-e.el.changed:
 			deadlineTimer.Stop()
 			renewTimer.Stop()
-			if h := e.el.holder(); h != e.cfg.Identity {
-				log.Error(ErrLeadershipLost, "the Lease was taken", "holder", h)
-				return stepDown(false, fmt.Errorf("%w: the Lease is held by %q", ErrLeadershipLost, h))
+			if !e.el.mine() {
+				// Newer than this replica's last write, but confirm
+				// with a read: a watch whose versions cannot be ordered
+				// must not depose a healthy leader.
+				cctx, cancel := context.WithDeadline(ctx, deadline)
+				lost, h := e.el.confirmLost(cctx)
+				cancel()
+				if lost {
+					log.Error(ErrLeadershipLost, "the Lease was taken", "holder", h)
+					return stepDown(false, fmt.Errorf("%w: the Lease is held by %q", ErrLeadershipLost, h))
+				}
 			}
 			renewIn = time.Until(e.el.lastRenewal().Add(e.cfg.RetryPeriod))
 			continue

@@ -1,0 +1,390 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// ErrLeadershipLost is returned by Run when this replica was the leader
+// and could no longer renew the Lease (or saw another replica take it).
+// The process should exit.
+var ErrLeadershipLost = errors.New("leadership lost")
+
+// election is the Lease state machine: it observes the Lease (from the
+// watch and from its own reads and writes), and acquires, renews and
+// releases it. One goroutine drives it; the observation is shared with
+// the watch's handler and the health check.
+//
+// Two rules keep a standby from acting early and a leader from stepping
+// down on old news:
+//
+//   - A record is dated when this replica had it in hand: after the read
+//     or the watch event that brought it, never before the request that
+//     fetched it. Only the leader's own deadline counts from before its
+//     request (the renewal's send time), which errs the other way.
+//   - Observations are ordered by resourceVersion: a record older than the
+//     one already observed (a watch that lags behind a read or a write) is
+//     ignored. Where resourceVersions cannot be compared, the leader
+//     confirms a foreign holder with a read before it steps down.
+type election struct {
+	cfg    *Config
+	log    logr.Logger
+	leases coordinationclient.LeaseInterface
+
+	mu sync.Mutex
+	// The newest Lease observed, and when it was first seen: a holder's
+	// Lease is valid for its duration after that moment, on this
+	// replica's monotonic clock, whatever the clocks of the others say.
+	observed     *coordinationv1.Lease
+	observedRec  resourcelock.LeaderElectionRecord
+	observedTime time.Time
+	// term is the Lease's transition count of this replica's term: the
+	// record is this replica's only if it names its identity with that
+	// count, so another process with the same identity is not "self".
+	term int32
+	// renewedAt is when the last successful acquire or renewal was sent;
+	// zero while not the leader. The work must stop by renewedAt +
+	// RenewDeadline.
+	renewedAt time.Time
+	// lastLeader is the last holder reported to OnNewLeader.
+	lastLeader string
+
+	changed chan struct{} // the Lease changed: re-evaluate now
+}
+
+func newElection(cfg *Config) *election {
+	return &election{
+		cfg:     cfg,
+		log:     cfg.Logger.WithValues("lease", cfg.Namespace+"/"+cfg.LeaseName, "identity", cfg.Identity),
+		leases:  cfg.Client.CoordinationV1().Leases(cfg.Namespace),
+		changed: make(chan struct{}, 1),
+	}
+}
+
+// wake signals ch without blocking; ch has room for one pending signal.
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// observeLease is the watch's handler for an added or updated Lease.
+func (e *election) observeLease(lease *coordinationv1.Lease) {
+	if lease != nil && e.observe(lease, time.Now()) {
+		wake(e.changed)
+	}
+}
+
+// forget is the watch's handler for a deleted Lease: it is free, unless
+// something newer than the deleted object was observed already.
+func (e *election) forget(lease *coordinationv1.Lease) {
+	gone := &coordinationv1.Lease{}
+	if lease != nil {
+		gone.ObjectMeta = *lease.ObjectMeta.DeepCopy()
+	}
+	if e.observe(gone, time.Now()) {
+		wake(e.changed)
+	}
+}
+
+// newer reports whether lease is newer than the one observed (or as new,
+// with orSame), by resourceVersion. Versions that cannot be compared count
+// as newer (the leader then confirms with a read before it steps down).
+func newer(lease, than *coordinationv1.Lease, orSame bool) bool {
+	if than == nil {
+		return true
+	}
+	c, err := resourceversion.CompareResourceVersion(lease.ResourceVersion, than.ResourceVersion)
+	return err != nil || c > 0 || orSame && c == 0
+}
+
+// observe records lease, seen at at, if it is newer than the last one; it
+// reports whether it was.
+func (e *election) observe(lease *coordinationv1.Lease, at time.Time) bool {
+	return e.record(lease, at, false)
+}
+
+// record records lease, seen at at, if it is newer than the last one (or
+// as new, with orSame: this replica's own write, which the API answered
+// with its version); it reports whether it did.
+func (e *election) record(lease *coordinationv1.Lease, at time.Time, orSame bool) bool {
+	e.mu.Lock()
+	if !newer(lease, e.observed, orSame) {
+		e.mu.Unlock()
+		return false
+	}
+	rec := *resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
+	e.observed, e.observedRec, e.observedTime = lease, rec, at
+	notify := rec.HolderIdentity != "" && rec.HolderIdentity != e.lastLeader
+	if notify {
+		e.lastLeader = rec.HolderIdentity
+	}
+	e.mu.Unlock()
+	if notify {
+		e.log.V(1).Info("new leader observed", "leader", rec.HolderIdentity)
+		if e.cfg.OnNewLeader != nil {
+			e.cfg.OnNewLeader(rec.HolderIdentity)
+		}
+	}
+	return true
+}
+
+// holder returns the holder last observed.
+func (e *election) holder() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.observedRec.HolderIdentity
+}
+
+// mine reports whether the last observed record is this replica's term.
+func (e *election) mine() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.isMine(e.observedRec)
+}
+
+func (e *election) isMine(rec resourcelock.LeaderElectionRecord) bool {
+	return rec.HolderIdentity == e.cfg.Identity && int32(rec.LeaderTransitions) == e.term && !e.renewedAt.IsZero()
+}
+
+// currentTerm returns the Lease's transition count of this replica's
+// term.
+func (e *election) currentTerm() int32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.term
+}
+
+// expiry returns when the observed holder's Lease expires for this replica;
+// zero when it is free (no holder, or released).
+func (e *election) expiry() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.observedRec.HolderIdentity == "" {
+		return time.Time{}
+	}
+	return e.observedTime.Add(time.Duration(e.observedRec.LeaseDurationSeconds) * time.Second)
+}
+
+// deadline returns when the leader must have stopped acting, and whether
+// this replica leads at all.
+func (e *election) deadline() (time.Time, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.renewedAt.IsZero() {
+		return time.Time{}, false
+	}
+	return e.renewedAt.Add(e.cfg.RenewDeadline), true
+}
+
+// leading reports whether this replica may act as the leader now: it holds
+// the Lease and its renew deadline has not passed. Every write of the
+// leader checks it first.
+func (e *election) leading() bool {
+	d, ok := e.deadline()
+	return ok && time.Now().Before(d)
+}
+
+// lastRenewal returns when the last successful acquire or renewal was
+// sent; zero while not the leader.
+func (e *election) lastRenewal() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.renewedAt
+}
+
+// wrote records a successful write of this replica: the Lease the API
+// returned (had in hand at done) and when the request was sent.
+func (e *election) wrote(lease *coordinationv1.Lease, sent, done time.Time) {
+	e.record(lease, done, true)
+	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
+	e.mu.Lock()
+	if rec.HolderIdentity == e.cfg.Identity {
+		e.term, e.renewedAt = int32(rec.LeaderTransitions), sent
+	} else {
+		e.renewedAt = time.Time{}
+	}
+	e.mu.Unlock()
+}
+
+// latest returns the newest Lease object this replica knows, the base of
+// its writes.
+func (e *election) latest() *coordinationv1.Lease {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.observed
+}
+
+// get reads the Lease from the API (a consistent read) and observes it,
+// dated when it arrived.
+func (e *election) get(ctx context.Context) (*coordinationv1.Lease, error) {
+	lease, err := e.leases.Get(ctx, e.cfg.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	e.observe(lease, time.Now())
+	return lease, nil
+}
+
+// tryAcquire takes the Lease if it is free, released or expired. It reads
+// the Lease first, so a stale observation cannot make it steal a live
+// Lease. A record naming this replica's identity counts as another
+// holder's: Run acquires once per process, so it is a previous process
+// with the same identity, which may still act until its Lease expires.
+func (e *election) tryAcquire(ctx context.Context) (bool, error) {
+	lease, err := e.get(ctx)
+	if apierrors.IsNotFound(err) {
+		sent := time.Now()
+		spec := e.spec(resourcelock.LeaderElectionRecord{}, sent)
+		created, err := e.leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.LeaseName},
+			Spec:       spec,
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("create lease: %w", err)
+		}
+		e.wrote(created, sent, time.Now())
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get lease: %w", err)
+	}
+	// The observation may be newer than the read (from the watch): judge
+	// by the newest.
+	if e.holder() != "" && time.Now().Before(e.expiry()) {
+		return false, nil
+	}
+	base := e.latest()
+	if base == nil || base.UID == "" {
+		base = lease
+	}
+	sent := time.Now()
+	next := base.DeepCopy()
+	next.Spec = e.spec(*resourcelock.LeaseSpecToLeaderElectionRecord(&base.Spec), sent)
+	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("acquire lease: %w", err)
+	}
+	e.wrote(updated, sent, time.Now())
+	return true, nil
+}
+
+// spec is the Lease spec of a new term of this replica, after prev.
+func (e *election) spec(prev resourcelock.LeaderElectionRecord, now time.Time) coordinationv1.LeaseSpec {
+	next := prev
+	next.HolderIdentity = e.cfg.Identity
+	next.LeaseDurationSeconds = int(e.cfg.LeaseDuration / time.Second)
+	next.AcquireTime = metav1.NewTime(now)
+	next.RenewTime = metav1.NewTime(now)
+	next.LeaderTransitions = prev.LeaderTransitions + 1
+	if prev.HolderIdentity == "" && prev.AcquireTime.IsZero() {
+		next.LeaderTransitions = 0 // a new Lease
+	}
+	return resourcelock.LeaderElectionRecordToLeaseSpec(&next)
+}
+
+// renew renews the Lease this replica holds. A conflict means the Lease
+// changed under it: it re-reads it and renews only if it is still this
+// replica's term.
+func (e *election) renew(ctx context.Context) error {
+	base := e.latest()
+	for attempt := 0; ; attempt++ {
+		if base == nil || !e.isMineLease(base) {
+			return fmt.Errorf("%w: the Lease is held by %q", ErrLeadershipLost, holderOf(base))
+		}
+		sent := time.Now()
+		next := base.DeepCopy()
+		next.Spec.RenewTime = &metav1.MicroTime{Time: sent}
+		updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
+		if err == nil {
+			e.wrote(updated, sent, time.Now())
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt > 0 {
+			return fmt.Errorf("renew lease: %w", err)
+		}
+		if base, err = e.get(ctx); err != nil {
+			return fmt.Errorf("renew lease: %w", err)
+		}
+	}
+}
+
+func (e *election) isMineLease(lease *coordinationv1.Lease) bool {
+	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.isMine(*rec)
+}
+
+func holderOf(lease *coordinationv1.Lease) string {
+	if lease == nil || lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+// confirmLost is called when the observed record is not this replica's
+// term: it reads the Lease and reports whether it is really another's (an
+// error reading counts as lost only once the deadline passes, which the
+// run loop watches anyway).
+func (e *election) confirmLost(ctx context.Context) (bool, string) {
+	lease, err := e.get(ctx)
+	if err != nil {
+		e.log.Info("could not confirm the Lease's holder", "error", err.Error())
+		return false, ""
+	}
+	return !e.isMineLease(lease), holderOf(lease)
+}
+
+// release gives the Lease up, if this replica still leads, so that a
+// standby takes it at once instead of waiting for it to expire.
+func (e *election) release(ctx context.Context) error {
+	if !e.leading() {
+		return errors.New("not releasing: the renew deadline has passed")
+	}
+	base := e.latest()
+	if base == nil || !e.isMineLease(base) {
+		return fmt.Errorf("not releasing: the Lease is held by %q", holderOf(base))
+	}
+	now := time.Now()
+	next := base.DeepCopy()
+	next.Spec.HolderIdentity = nil
+	next.Spec.LeaseDurationSeconds = ptrInt32(1)
+	next.Spec.RenewTime = &metav1.MicroTime{Time: now}
+	next.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	e.wrote(updated, now, time.Now())
+	return nil
+}
+
+func ptrInt32(v int32) *int32 { return &v }
+
+// recordEvent records an Event on the Lease, as client-go's locks do.
+func (e *election) recordEvent(reason, msg string) {
+	if e.cfg.EventRecorder == nil {
+		return
+	}
+	lease := e.latest()
+	if lease == nil || lease.UID == "" {
+		return
+	}
+	ref := lease.DeepCopy()
+	ref.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("Lease"))
+	e.cfg.EventRecorder.Event(ref, corev1.EventTypeNormal, reason, e.cfg.Identity+" "+msg)
+}
