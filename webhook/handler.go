@@ -2,9 +2,11 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -24,35 +26,48 @@ type Handler struct {
 
 var _ admission.Handler = (*Handler)(nil)
 
-// Handle answers one admission request. Pods other than CREATEs are allowed
-// unchanged; requests that do not carry a pod get an error response, never
-// a panic. Dry-run requests are answered the same way: the handler has no
-// side effects.
+// Handle answers one admission request. The webhook fails open, in its
+// answers too: the only denial is a pod with an invalid
+// fastover.io/toleration-seconds annotation. Sub-resources and operations
+// other than CREATE are allowed unchanged (checked first, so that a rule
+// widened to pods/* or to UPDATE lets bindings, evictions and updates
+// through); a request that is not a core/v1 Pod, has no object, does not
+// decode or is too large to read safely (see MaxPodListEntries) is allowed
+// unchanged with a warning and counted in
+// fastover_webhook_requests_invalid_total. A review without a request (no
+// UID) is not from an API server and gets an error. Dry-run requests are
+// answered the same way: the handler has no side effects.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	log := logf.FromContext(ctx)
 	if req.UID == "" {
-		h.Metrics.countInvalid()
+		h.Metrics.countInvalid(ReasonNoRequest)
 		log.Info("rejected an admission review without a request")
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("admission review has no request"))
+		return admission.Errored(http.StatusBadRequest, errors.New("admission review has no request"))
 	}
-	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
-		h.Metrics.countInvalid()
-		log.Info("rejected a request for an object that is not a pod", "kind", req.Kind)
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("fastover-webhook admits core/v1 Pods only, got %q", req.Kind.String()))
+	if req.SubResource != "" {
+		h.Metrics.countIgnored(IgnoredSubResource)
+		return admission.Allowed("fastover mutates pods on CREATE only, not the sub-resource " + req.SubResource)
 	}
-	if req.Operation != admissionv1.Create || req.SubResource != "" {
+	if req.Operation != admissionv1.Create {
+		h.Metrics.countIgnored(IgnoredOperation)
 		return admission.Allowed("fastover mutates pods on CREATE only")
 	}
+	if req.Kind.Group != "" || req.Kind.Kind != "Pod" {
+		return h.unhandled(log, ReasonNotAPod, fmt.Sprintf("fastover-webhook admits core/v1 Pods only, got %q", req.Kind.String()))
+	}
 	if len(req.Object.Raw) == 0 {
-		h.Metrics.countInvalid()
-		log.Info("rejected a request without a pod")
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("admission request has no object"))
+		return h.unhandled(log, ReasonNoObject, "admission request has no object")
+	}
+	if err := checkPodEntries(req.Object.Raw); err != nil {
+		reason := ReasonTooLarge
+		if !errors.Is(err, errTooManyEntries) {
+			reason = ReasonUndecodable
+		}
+		return h.unhandled(log, reason, err.Error())
 	}
 	doc, err := DecodePod(req.Object.Raw)
 	if err != nil {
-		h.Metrics.countInvalid()
-		log.Info("rejected a pod that could not be decoded", "error", err.Error())
-		return admission.Errored(http.StatusBadRequest, err)
+		return h.unhandled(log, ReasonUndecodable, err.Error())
 	}
 
 	d := h.Rule.Decide(doc.Pod)
@@ -70,4 +85,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	log.V(1).Info("patched a pod", "mark", d.Mark(), "dryRun", req.DryRun != nil && *req.DryRun)
 	return admission.Patched("", ops...)
+}
+
+// unhandled allows a request the webhook did not understand, unchanged,
+// with a warning the client sees, and counts it.
+func (h *Handler) unhandled(log logr.Logger, reason, msg string) admission.Response {
+	h.Metrics.countInvalid(reason)
+	log.Info("allowed a request unchanged: not understood", "reason", reason, "message", msg)
+	return admission.Allowed(msg).WithWarnings("fastover-webhook admitted this unchanged: " + msg)
 }

@@ -104,6 +104,7 @@ func TestHandleOutcomes(t *testing.T) {
 		code    int32  // of the result, if any
 		message string // in the result
 		patched bool
+		warning bool // the client is warned: allowed unchanged, not understood
 		metric  string
 	}{
 		{
@@ -157,7 +158,7 @@ func TestHandleOutcomes(t *testing.T) {
 				r.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 				return r
 			},
-			allowed: false, code: http.StatusBadRequest, message: "Pods only", metric: "fastover_webhook_requests_invalid_total",
+			allowed: true, code: http.StatusOK, message: "Pods only", warning: true, metric: `fastover_webhook_requests_invalid_total{reason="not-a-pod"}`,
 		},
 		{
 			name: "a pod of another group",
@@ -166,27 +167,27 @@ func TestHandleOutcomes(t *testing.T) {
 				r.Kind = metav1.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Pod"}
 				return r
 			},
-			allowed: false, code: http.StatusBadRequest, message: "Pods only",
+			allowed: true, code: http.StatusOK, message: "Pods only", warning: true,
 		},
 		{
 			name:    "no request",
 			req:     func() admission.Request { return admission.Request{} },
-			allowed: false, code: http.StatusBadRequest, message: "no request", metric: "fastover_webhook_requests_invalid_total",
+			allowed: false, code: http.StatusBadRequest, message: "no request", metric: `fastover_webhook_requests_invalid_total{reason="no-request"}`,
 		},
 		{
 			name:    "no object",
 			req:     func() admission.Request { return request(nil) },
-			allowed: false, code: http.StatusBadRequest, message: "no object",
+			allowed: true, code: http.StatusOK, message: "no object", warning: true, metric: `fastover_webhook_requests_invalid_total{reason="no-object"}`,
 		},
 		{
 			name:    "object is not JSON",
 			req:     func() admission.Request { return request([]byte("\x00not json")) },
-			allowed: false, code: http.StatusBadRequest, message: "decode pod",
+			allowed: true, code: http.StatusOK, message: "decode pod", warning: true, metric: `fastover_webhook_requests_invalid_total{reason="undecodable"}`,
 		},
 		{
 			name:    "tolerations of the wrong type",
 			req:     func() admission.Request { return request([]byte(`{"spec":{"tolerations":{"key":1}}}`)) },
-			allowed: false, code: http.StatusBadRequest, message: "decode pod",
+			allowed: true, code: http.StatusOK, message: "decode pod", warning: true, metric: `fastover_webhook_requests_invalid_total{reason="undecodable"}`,
 		},
 	}
 	for _, tt := range tests {
@@ -206,6 +207,12 @@ func TestHandleOutcomes(t *testing.T) {
 			}
 			if tt.metric != "" {
 				assert.Equal(t, 1.0, counterValue(t, reg, tt.metric))
+			}
+			if tt.warning {
+				require.Len(t, resp.Warnings, 1)
+				assert.Contains(t, resp.Warnings[0], "fastover-webhook admitted this unchanged")
+			} else {
+				assert.Empty(t, resp.Warnings)
 			}
 		})
 	}

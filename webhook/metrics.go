@@ -2,13 +2,43 @@ package webhook
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// Reasons of fastover_webhook_requests_invalid_total: what the webhook did
+// not understand and allowed unchanged (except ReasonNoRequest, a review
+// without a request, which no API server sends: it gets an error).
+const (
+	ReasonNoRequest   = "no-request"
+	ReasonNotAPod     = "not-a-pod"
+	ReasonNoObject    = "no-object"
+	ReasonUndecodable = "undecodable"
+	ReasonTooLarge    = "too-large"
+)
+
+// Reasons of fastover_webhook_requests_ignored_total: requests outside
+// what the webhook acts on (its rule matches pod CREATEs only), allowed
+// unchanged.
+const (
+	IgnoredSubResource = "subresource"
+	IgnoredOperation   = "operation"
+)
+
+// Reasons of fastover_webhook_requests_refused_total: requests refused
+// with an HTTP error before their body was read; the API server then
+// applies the webhook's failurePolicy.
+const (
+	RefusedBodyTooLarge = "body-too-large"
+	RefusedNoLength     = "no-content-length"
+	RefusedBusy         = "too-many-in-flight"
+)
+
 // Metrics count the webhook's decisions. A nil *Metrics counts nothing.
 type Metrics struct {
 	mutated   prometheus.Counter
 	unchanged prometheus.Counter
 	skipped   *prometheus.CounterVec
 	denied    prometheus.Counter
-	invalid   prometheus.Counter
+	invalid   *prometheus.CounterVec
+	ignored   *prometheus.CounterVec
+	refused   *prometheus.CounterVec
 }
 
 // NewMetrics makes the counters and registers them with reg.
@@ -30,15 +60,33 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "fastover_webhook_pods_denied_total",
 			Help: "Pods refused for an invalid fastover.io/toleration-seconds annotation.",
 		}),
-		invalid: prometheus.NewCounter(prometheus.CounterOpts{
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fastover_webhook_requests_invalid_total",
-			Help: "Admission requests that could not be handled: not a pod, no object, undecodable.",
-		}),
+			Help: "Admission requests the webhook did not understand, by reason: allowed unchanged with a warning (not-a-pod, no-object, undecodable, too-large), or answered with an error (no-request).",
+		}, []string{"reason"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fastover_webhook_requests_ignored_total",
+			Help: "Admission requests allowed unchanged because the webhook acts on pod CREATEs only, by reason: subresource, operation.",
+		}, []string{"reason"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fastover_webhook_requests_refused_total",
+			Help: "HTTP requests refused unread, by reason: body-too-large, no-content-length, too-many-in-flight.",
+		}, []string{"reason"}),
 	}
+	// Export every series from the start.
 	for _, r := range []SkipReason{SkipDaemonSet, SkipMirror, SkipOptOut} {
-		m.skipped.WithLabelValues(string(r)) // export every reason from the start
+		m.skipped.WithLabelValues(string(r))
 	}
-	for _, c := range []prometheus.Collector{m.mutated, m.unchanged, m.skipped, m.denied, m.invalid} {
+	for _, r := range []string{ReasonNoRequest, ReasonNotAPod, ReasonNoObject, ReasonUndecodable, ReasonTooLarge} {
+		m.invalid.WithLabelValues(r)
+	}
+	for _, r := range []string{IgnoredSubResource, IgnoredOperation} {
+		m.ignored.WithLabelValues(r)
+	}
+	for _, r := range []string{RefusedBodyTooLarge, RefusedNoLength, RefusedBusy} {
+		m.refused.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{m.mutated, m.unchanged, m.skipped, m.denied, m.invalid, m.ignored, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -62,8 +110,20 @@ func (m *Metrics) count(d Decision) {
 	}
 }
 
-func (m *Metrics) countInvalid() {
+func (m *Metrics) countInvalid(reason string) {
 	if m != nil {
-		m.invalid.Inc()
+		m.invalid.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) countIgnored(reason string) {
+	if m != nil {
+		m.ignored.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) countRefused(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
 	}
 }

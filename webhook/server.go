@@ -5,14 +5,21 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -39,8 +46,43 @@ type Options struct {
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
 	// Default ":8081". /readyz is ready once the TLS server accepts
-	// connections.
+	// connections, and not ready again from the start of the shutdown.
 	HealthProbeBindAddress string
+
+	// MaxRequestBytes bounds an AdmissionReview's body; default
+	// DefaultMaxRequestBytes (3 MiB). Larger ones are refused unread (413).
+	MaxRequestBytes int64
+	// SmallRequestBytes, MaxRequestsInFlight and MaxLargeRequestsInFlight:
+	// reviews up to SmallRequestBytes (default 64 KiB) are handled
+	// MaxRequestsInFlight (default 32) at a time, larger ones
+	// MaxLargeRequestsInFlight (default 2) at a time, in a separate pool so
+	// that they never hold up the small ones. A request that waits 5 s for
+	// its place is refused with 429.
+	SmallRequestBytes        int64
+	MaxRequestsInFlight      int
+	MaxLargeRequestsInFlight int
+	// MaxConnections bounds the open connections of the TLS server;
+	// default 256. Further clients wait to be accepted.
+	MaxConnections int
+	// ReadHeaderTimeout and ReadTimeout bound the time to read a request's
+	// headers, and all of it; defaults 5 s and 10 s. IdleTimeout closes a
+	// kept-alive connection left idle; default 120 s, longer than the
+	// 90 s after which the API server's client drops idle connections,
+	// so that the server never closes one the client is about to use.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+
+	// ShutdownDelay: when Start's context ends, the webhook first fails
+	// /readyz and asks its clients to close their connections, then keeps
+	// serving for ShutdownDelay, so that the endpoints move to the other
+	// replicas before it stops accepting; then it drains (see
+	// ShutdownTimeout). Default 5 s; negative: no delay.
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds the drain of the requests in flight after
+	// the delay; default 15 s. The pod's terminationGracePeriodSeconds
+	// must exceed ShutdownDelay + ShutdownTimeout.
+	ShutdownTimeout time.Duration
 
 	// Rule is the toleration rule; the zero value means DefaultRule().
 	Rule *Rule
@@ -64,6 +106,16 @@ func (o *Options) setDefaults() {
 	if o.HealthProbeBindAddress == "" {
 		o.HealthProbeBindAddress = ":8081"
 	}
+	setDefault(&o.MaxRequestBytes, DefaultMaxRequestBytes)
+	setDefault(&o.SmallRequestBytes, DefaultSmallRequestBytes)
+	setDefault(&o.MaxRequestsInFlight, DefaultMaxRequestsInFlight)
+	setDefault(&o.MaxLargeRequestsInFlight, DefaultMaxLargeRequestsInFlight)
+	setDefault(&o.MaxConnections, DefaultMaxConnections)
+	setDefault(&o.ReadHeaderTimeout, 5*time.Second)
+	setDefault(&o.ReadTimeout, 10*time.Second)
+	setDefault(&o.IdleTimeout, 120*time.Second)
+	setDefault(&o.ShutdownDelay, 5*time.Second)
+	setDefault(&o.ShutdownTimeout, 15*time.Second)
 	if o.Rule == nil {
 		r := DefaultRule()
 		o.Rule = &r
@@ -80,13 +132,28 @@ func (o *Options) setDefaults() {
 	}
 }
 
+func setDefault[T int | int64 | time.Duration](p *T, v T) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
 var webhookLog = logf.Log.WithName("fastover-webhook")
 
 // Server runs the webhook, its metrics and its health probes.
+//
+// The hook is registered with controller-runtime's webhook server (which
+// adds its controller_runtime_webhook_* metrics) into a mux that Server
+// serves with its own http.Server: controller-runtime's builds its
+// http.Server inside Start (headers may take 32 s, no read timeout, no
+// bound on connections) and closes its listener as soon as its context
+// ends, which this server needs to control.
 type Server struct {
-	opts    Options
-	webhook webhook.Server
-	handler *Handler
+	opts     Options
+	mux      *http.ServeMux
+	handler  *Handler
+	serving  atomic.Bool // the TLS server accepts connections
+	stopping atomic.Bool // shutting down: not ready, connections closed after each response
 }
 
 // NewServer validates the options and builds a server; Start runs it.
@@ -101,52 +168,164 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.CertDir == "" {
 		return nil, errors.New("a certificate directory (with tls.crt and tls.key) is required")
 	}
+	switch {
+	case opts.MaxRequestBytes < 0, opts.SmallRequestBytes < 0, opts.MaxRequestsInFlight < 0,
+		opts.MaxLargeRequestsInFlight < 0, opts.MaxConnections < 0:
+		return nil, errors.New("request limits must not be negative")
+	case opts.ReadHeaderTimeout < 0, opts.ReadTimeout < 0, opts.IdleTimeout < 0, opts.ShutdownTimeout < 0:
+		return nil, errors.New("timeouts must not be negative")
+	case opts.MaxConnections < opts.MaxRequestsInFlight+opts.MaxLargeRequestsInFlight:
+		return nil, fmt.Errorf("max connections (%d) must be at least the requests in flight (%d + %d)",
+			opts.MaxConnections, opts.MaxRequestsInFlight, opts.MaxLargeRequestsInFlight)
+	}
 	metrics, err := NewMetrics(opts.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = opts.TLSMinVersion }}
-	if !opts.EnableHTTP2 {
-		// HTTP/2 stays off unless asked for (its rapid-reset and stream
-		// attacks need not be this server's problem).
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
-	}
 	s := &Server{
-		opts: opts,
-		webhook: webhook.NewServer(webhook.Options{
-			Host:    opts.Host,
-			Port:    opts.Port,
-			CertDir: opts.CertDir,
-			TLSOpts: tlsOpts,
-		}),
+		opts:    opts,
+		mux:     http.NewServeMux(),
 		handler: &Handler{Rule: *opts.Rule, Metrics: metrics},
 	}
-	s.webhook.Register(Path, &admission.Webhook{Handler: s.handler})
+	lim := newLimiter(&s.opts, metrics, &s.stopping)
+	// Registered only: the mux is served by Start below.
+	webhook.NewServer(webhook.Options{WebhookMux: s.mux}).
+		Register(Path, lim.wrap(&admission.Webhook{Handler: s.handler}))
 	return s, nil
 }
 
-// Start serves until ctx is cancelled, then shuts down gracefully: requests
-// in flight are answered. It returns the first error of any listener.
+// Start serves until ctx is cancelled, then shuts down gracefully: /readyz
+// fails at once, responses ask clients to close their connections, the
+// webhook keeps serving for ShutdownDelay (while the endpoints move to
+// other replicas), then stops accepting and answers the requests in
+// flight (for up to ShutdownTimeout). It returns the first error of any
+// listener.
 func (s *Server) Start(ctx context.Context) error {
 	log := s.opts.Logger
 	ctx = logr.NewContext(ctx, log)
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.webhook.Start(ctx) })
+	tlsServer, ln, err := s.listen(ctx)
+	if err != nil {
+		return err
+	}
+	// The other servers outlive ctx until the webhook has drained.
+	done := make(chan struct{})
+	stopCtx, stopOthers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopOthers()
+	g, gctx := errgroup.WithContext(stopCtx)
+
+	g.Go(func() error {
+		defer close(done)
+		s.serving.Store(true)
+		log.Info("serving webhook", "address", ln.Addr().String(), "path", Path)
+		if err := tlsServer.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("webhook: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		select {
+		case <-gctx.Done(): // another listener failed
+			_ = tlsServer.Close()
+			return nil
+		case <-ctx.Done():
+		}
+		s.stopping.Store(true)
+		if s.opts.ShutdownDelay > 0 {
+			log.Info("shutting down: not ready; serving until the endpoints have moved", "delay", s.opts.ShutdownDelay)
+			select {
+			case <-time.After(s.opts.ShutdownDelay):
+			case <-gctx.Done():
+			}
+		}
+		log.Info("shutting down: draining the requests in flight", "timeout", s.opts.ShutdownTimeout)
+		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+		defer cancel()
+		if err := tlsServer.Shutdown(drain); err != nil {
+			log.Error(err, "webhook shutdown")
+			_ = tlsServer.Close()
+		}
+		<-done
+		stopOthers()
+		return nil
+	})
 
 	if s.opts.HealthProbeBindAddress != "0" {
 		mux := http.NewServeMux()
 		handleChecks(mux, "/healthz", map[string]healthz.Checker{"ping": healthz.Ping})
-		handleChecks(mux, "/readyz", map[string]healthz.Checker{"webhook": s.webhook.StartedChecker()})
-		g.Go(func() error { return serveHTTP(ctx, log, "health probes", s.opts.HealthProbeBindAddress, mux) })
+		handleChecks(mux, "/readyz", map[string]healthz.Checker{"webhook": s.ready})
+		g.Go(func() error { return serveHTTP(gctx, log, "health probes", s.opts.HealthProbeBindAddress, mux) })
 	}
 	if s.opts.MetricsBindAddress != "0" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
-		g.Go(func() error { return serveHTTP(ctx, log, "metrics", s.opts.MetricsBindAddress, mux) })
+		g.Go(func() error { return serveHTTP(gctx, log, "metrics", s.opts.MetricsBindAddress, mux) })
 	}
 	log.Info("starting fastover webhook", "port", s.opts.Port, "certDir", s.opts.CertDir, "path", Path,
-		"tolerationSeconds", s.handler.Rule.TolerationSeconds)
+		"tolerationSeconds", s.handler.Rule.TolerationSeconds, "maxRequestBytes", s.opts.MaxRequestBytes,
+		"maxRequestsInFlight", s.opts.MaxRequestsInFlight, "shutdownDelay", s.opts.ShutdownDelay)
 	return g.Wait()
+}
+
+// ready is the /readyz check: the TLS server accepts connections and is
+// not shutting down.
+func (s *Server) ready(*http.Request) error {
+	switch {
+	case s.stopping.Load():
+		return errors.New("shutting down")
+	case !s.serving.Load():
+		return errors.New("not serving yet")
+	}
+	return nil
+}
+
+// listen opens the webhook's listener (bounded to MaxConnections) and
+// builds its TLS server, serving the certificate files as they change.
+func (s *Server) listen(ctx context.Context) (*http.Server, net.Listener, error) {
+	o := &s.opts
+	cw, err := certwatcher.New(filepath.Join(o.CertDir, "tls.crt"), filepath.Join(o.CertDir, "tls.key"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	go func() {
+		if err := cw.Start(ctx); err != nil {
+			o.Logger.Error(err, "certificate watcher")
+		}
+	}()
+	cfg := &tls.Config{MinVersion: o.TLSMinVersion, GetCertificate: cw.GetCertificate, NextProtos: []string{"http/1.1"}}
+	srv := &http.Server{
+		Handler:           s.mux,
+		TLSConfig:         cfg,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		// Long enough for a request that waited for its place.
+		WriteTimeout:   o.ReadTimeout + queueTimeout,
+		IdleTimeout:    o.IdleTimeout,
+		MaxHeaderBytes: 64 << 10,
+		// Requests in flight outlive ctx: they are drained.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:    stdlog.New(logWriter{o.Logger}, "", 0),
+	}
+	if o.EnableHTTP2 {
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+	} else {
+		// HTTP/2 stays off unless asked for (its rapid-reset and stream
+		// attacks need not be this server's problem).
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("webhook: %w", err)
+	}
+	return srv, netutil.LimitListener(l, o.MaxConnections), nil
+}
+
+// logWriter passes net/http's own messages (TLS handshake errors and the
+// like) to the logger, at debug level.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.V(1).Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // handleChecks serves the checks on path, and each one alone on

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
@@ -55,6 +56,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.BoolVar(&c.opts.EnableHTTP2, "enable-http2", false, "serve HTTP/2 as well as HTTP/1.1")
 	fs.StringVar(&c.opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
 	fs.StringVar(&c.opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" disables them)`)
+	fs.DurationVar(&c.opts.ShutdownDelay, "shutdown-delay", 5*time.Second,
+		"on SIGTERM, fail /readyz and keep serving this long, while the endpoints move to other replicas, before draining (0: none)")
+	fs.DurationVar(&c.opts.ShutdownTimeout, "shutdown-timeout", 15*time.Second,
+		"then wait at most this long for the requests in flight; terminationGracePeriodSeconds must exceed both together")
 	rule.AddFlags(fs)
 	c.reconcile.bindFlags(fs)
 	c.zap.BindFlags(fs)
@@ -75,6 +80,15 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	if err := rule.Validate(); err != nil {
 		return nil, err
 	}
+	if c.opts.ShutdownDelay < 0 {
+		return nil, fmt.Errorf("--shutdown-delay must not be negative, got %v", c.opts.ShutdownDelay)
+	}
+	if c.opts.ShutdownTimeout <= 0 {
+		return nil, fmt.Errorf("--shutdown-timeout must be positive, got %v", c.opts.ShutdownTimeout)
+	}
+	if c.opts.ShutdownDelay == 0 {
+		c.opts.ShutdownDelay = -1 // the option's zero means its default
+	}
 	if err := c.reconcile.validate(); err != nil {
 		return nil, err
 	}
@@ -88,6 +102,7 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	logf.SetLogger(zap.New(zap.UseFlagOptions(&c.zap), zap.WriteTo(stderr)))
+	setMemoryLimit(logf.Log.WithName("memory"), "/")
 	if c.reconcile.only {
 		return c.reconcile.runAlone(signals.SetupSignalHandler(), *c.opts.Rule, c.opts, logf.Log.WithName("reconciler"))
 	}
@@ -95,7 +110,9 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// SIGTERM or SIGINT: stop accepting, answer what is in flight, exit.
+	// SIGTERM or SIGINT: fail readiness, serve for --shutdown-delay, stop
+	// accepting, answer what is in flight, exit. A second signal exits at
+	// once.
 	ctx := signals.SetupSignalHandler()
 	if !c.reconcile.enabled {
 		return srv.Start(ctx)
