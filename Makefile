@@ -45,6 +45,13 @@ e2e: ## end-to-end tests on a local control plane
 .PHONY: test
 test: tools fmt-check vet lint unit e2e ## everything CI runs: tools, gofmt, vet, lint, unit and e2e tests
 
+CHAOS_EVENTS ?= 240
+
+.PHONY: chaos
+chaos: ## the leader chaos run at full length (CHAOS_EVENTS=240, about 10 minutes; make test plays 40)
+	@tests/tools/build.sh etcd kwok kube
+	CHAOS_EVENTS=$(CHAOS_EVENTS) go test -count=1 -timeout 60m -v -run '^TestLeaderChaos$$' ./tests/e2e/
+
 BENCH_COUNT ?= 6
 BENCH_RUNS ?= 10
 

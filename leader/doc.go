@@ -16,12 +16,23 @@
 //   - Standbys watch the Lease instead of only polling it: a released Lease
 //     is taken at once (planned handover in milliseconds), and an expired one
 //     exactly when it expires, not up to a retry period later.
+//   - A record is dated when the replica had it in hand (after the read or
+//     the watch event), never before the request that fetched it, and
+//     observations are ordered by resourceVersion: a slow read cannot
+//     shorten a standby's view of the Lease, and a lagging watch cannot
+//     depose a healthy leader (which confirms a foreign holder with a read
+//     before it steps down).
 //   - The leader's work context is cancelled as soon as a renewal can no
 //     longer succeed before the renew deadline, measured from the start of
 //     the last successful renewal, so the work stops before any other
 //     replica can acquire the Lease; every endpoint write checks that
 //     deadline first and uses optimistic concurrency, so a frozen ex-leader
 //     that wakes up cannot write its endpoint back.
+//
+// The identity must be unique to the process: the default is $POD_NAME (or
+// the host name) with a random suffix, and a record naming this identity
+// that this process did not write is waited out like another holder's.
+// Each term counts a Lease transition; Elector.Term returns it.
 //
 // What happens next: Run returns ErrLeadershipLost and the process should
 // exit (as the example does), so that the kubelet restarts it as a fresh

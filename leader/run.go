@@ -121,6 +121,12 @@ func (e *Elector) Leader() string { return e.el.holder() }
 // Identity returns this replica's identity.
 func (e *Elector) Identity() string { return e.cfg.Identity }
 
+// Term returns the Lease's transition count (spec.leaseTransitions) of
+// this replica's current or last term as the leader: it grows with every
+// new term, so a downstream system can refuse a leader whose term is older
+// than one it has seen. 0 before the first term.
+func (e *Elector) Term() int32 { return e.el.currentTerm() }
+
 // Run campaigns for the Lease and, while it holds it, runs work with a
 // context that is cancelled when leadership ends, and publishes this
 // replica as the Service's only endpoint. It blocks until:

@@ -61,6 +61,7 @@ type options struct {
 	retryPeriod    time.Duration
 	removeSelector bool
 	drain          time.Duration
+	actingLog      string
 }
 
 func parseFlags(args []string, out io.Writer) (*options, error) {
@@ -80,6 +81,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.retryPeriod, "retry-period", leader.DefaultRetryPeriod, "retry period")
 	fs.BoolVar(&o.removeSelector, "remove-selector", false, "let the leader remove the Service's selector (migration from a selector Service)")
 	fs.DurationVar(&o.drain, "drain", 0, "how long the work takes to stop once told to, as a controller that drains its queues (for tests and demos)")
+	fs.StringVar(&o.actingLog, "acting-log", "", "append a line to this file each time the leader acts (every 10 ms while it leads), with the wall-clock time in ns, for tests that check no two replicas ever act at once")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -158,20 +160,28 @@ func run(args []string, stderr io.Writer) error {
 		_ = srv.Shutdown(ctx)
 	}()
 
+	acts, err := openActingLog(o.actingLog, elector)
+	if err != nil {
+		return err
+	}
+	defer acts.close()
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	klog.InfoS("fastover-example started", "identity", elector.Identity(), "listen", l.Addr().String(), "service", o.service)
-	return elector.Run(ctx, func(ctx context.Context) error {
+	err = elector.Run(ctx, func(ctx context.Context) error {
 		// The controller's work: here, to be the leader until told to
-		// stop.
-		klog.InfoS("working as the leader", "identity", elector.Identity())
-		<-ctx.Done()
+		// stop, acting every 10 ms if asked to log it.
+		klog.InfoS("working as the leader", "identity", elector.Identity(), "term", elector.Term())
+		acts.run(ctx)
 		if o.drain > 0 {
 			klog.InfoS("draining", "for", o.drain)
 			time.Sleep(o.drain)
 		}
 		return nil
 	})
+	acts.stop(err)
+	return err
 }
 
 func probe(check func(*http.Request) error) http.HandlerFunc {

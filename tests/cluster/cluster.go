@@ -245,6 +245,10 @@ func (e *Env) startAPIServer(etcdURL string) error {
 		// for the kubernetes Service.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+		// On top of the default plugins, as OpenShift has it: setting
+		// blockOwnerDeletion on an owner reference needs update on the
+		// owner's finalizers.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 	}
 	p := e.add(APIServer, filepath.Join(e.bin, binAPIServer), append(args, e.opts.APIServerFlags...)...)
 	if err := p.Start(); err != nil {

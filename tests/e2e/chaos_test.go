@@ -1,206 +1,496 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/tests/faultproxy"
 	"github.com/fastover/fastover/tests/fleet"
 )
 
-// chaosEvent is one thing done to a replica.
-type chaosEvent struct {
-	at         time.Time
-	kind       string // kill, stop, term, restart
-	target     string
-	wasLeading bool
-	standbys   int // running, unfrozen replicas other than the target
+// chaosDurations are short, so that many failovers fit in a run; API
+// latency and watch lag go up to twice LeaseDuration − RenewDeadline.
+var chaosDurations = fleet.Durations{Lease: 3 * time.Second, Renew: 2 * time.Second, Retry: 500 * time.Millisecond}
+
+// chaosEventCount is CHAOS_EVENTS, default 40 (make chaos runs 240).
+func chaosEventCount(t *testing.T) int {
+	n := 40
+	if s := os.Getenv("CHAOS_EVENTS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			t.Fatalf("CHAOS_EVENTS=%q: want a positive number", s)
+		}
+	}
+	return n
 }
 
-// TestLeaderChaos plays 50 random kill / stop / term / restart events over
-// three replicas with short lease settings, while a watch records every
-// change of the Service's EndpointSlices: two identities must never be
-// published at the same time. It reports the longest time without an
-// endpoint after each kind of event.
+// fault is a time during which a replica could not have taken over
+// promptly: dead, frozen, cut off, or slowed down.
+type fault struct {
+	id         string
+	kind       string
+	start, end time.Time // end zero: still on
+}
+
+// chaos is the state of a run: the fleet, one fault proxy per replica,
+// what was done and when.
+type chaos struct {
+	t       *testing.T
+	f       *fleet.Fleet
+	rng     *rand.Rand
+	proxies map[string]*faultproxy.Proxy
+	events  []chaosEvent
+	faults  []*fault
+	pending []pendingAction
+}
+
+type chaosEvent struct {
+	at         time.Time
+	kind       string
+	target     string
+	wasLeading bool
+}
+
+type pendingAction struct {
+	at time.Time
+	do func()
+}
+
+// TestLeaderChaos puts a fault-injecting proxy between each of three
+// replicas and kube-apiserver and plays random events: kills, freezes
+// (SIGSTOP), planned stops (SIGTERM), partitions of the leader, dropped
+// connections, watch lag and API latency up to twice LeaseDuration −
+// RenewDeadline. Every replica logs each moment it acts as the leader;
+// from outside, on the shared wall clock: no two replicas' acting
+// intervals overlap, two identities are never published together, no
+// leader steps down for another holder that the Lease never named, and
+// wherever a healthy standby was there the longest time without any
+// leader acting is at most LeaseDuration + 1 s.
 func TestLeaderChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos takes minutes")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	total := chaosEventCount(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(total)*4*time.Second+3*time.Minute)
 	defer cancel()
-	_, f := startFleet(ctx, t, 3, fleet.Durations{Lease: 3 * time.Second, Renew: 2 * time.Second, Retry: 500 * time.Millisecond})
+	d := chaosDurations
+	env := cluster.Start(t, cluster.Options{})
+	const ns = "chaos"
+	require.NoError(t, env.CreateNamespace(ctx, ns, nil))
+	f := newFleet(t, env, ns, "ctl", d)
+	// The replicas run with the documented Role, each through its own
+	// proxy.
+	kubeconfig, err := env.KubeconfigFor(ctx, ns, "ctl", fleet.LeaderRole)
+	require.NoError(t, err)
+	token := kubeconfigToken(t, kubeconfig)
+	c := &chaos{t: t, f: f, proxies: map[string]*faultproxy.Proxy{}}
+	f.KubeconfigOf = func(r *fleet.Replica) (string, error) {
+		p := c.proxies[r.ID]
+		if p == nil {
+			if p, err = faultproxy.Start(env.Config); err != nil {
+				return "", err
+			}
+			c.proxies[r.ID] = p
+			t.Cleanup(p.Close)
+		}
+		path := filepath.Join(env.Dir, "kubeconfig-proxy-"+r.ID)
+		return path, p.WriteKubeconfig(path, "ctl", token, ns)
+	}
+	actingLog := filepath.Join(env.Dir, "acting.log")
+	f.Args = append(f.Args, "--acting-log="+actingLog)
+	require.NoError(t, f.CreateService(ctx, nil))
+	require.NoError(t, f.Add(3))
 	waitServing(ctx, t, f, "", 30*time.Second)
-	log := mustWatch(ctx, t, f)
+	published := mustWatch(ctx, t, f)
+	leases := watchLease(ctx, t, env, ns, f.Lease)
 
 	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 0))
-	t.Logf("chaos seed %d", seed)
-	frozen := map[string]time.Time{} // replica → when it thaws
-	var events []chaosEvent
-
-	running := func() []*fleet.Replica {
-		var out []*fleet.Replica
-		for _, r := range f.Replicas {
-			if _, ok := frozen[r.ID]; !ok && r.Proc.Running() {
-				out = append(out, r)
-			}
-		}
-		return out
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
-	thaw := func(now time.Time) {
-		for id, until := range frozen {
-			if now.After(until) {
-				_ = f.ByID(id).Proc.Signal(syscall.SIGCONT)
-				delete(frozen, id)
-			}
-		}
+	t.Logf("chaos: %d events, seed %d (CHAOS_SEED to replay), durations %v", total, seed, d)
+	c.rng = rand.New(rand.NewPCG(seed, 0))
+	for len(c.events) < total {
+		c.step(ctx)
+		c.sleep(time.Duration(800+c.rng.IntN(2200)) * time.Millisecond)
 	}
-
-	const total = 50
-	for len(events) < total {
-		thaw(time.Now())
-		holder, _, _ := f.Holder(ctx)
-		alive := running()
-		kind := []string{"kill", "stop", "term", "restart"}[rng.IntN(4)]
-		var dead []*fleet.Replica
-		for _, r := range f.Replicas {
-			if !r.Proc.Running() {
-				dead = append(dead, r)
-			}
-		}
-		if len(alive) <= 1 && len(dead) > 0 || kind == "restart" && len(dead) == 0 && len(alive) > 1 {
-			kind = "restart"
-			if len(dead) == 0 {
-				kind = "kill"
-			}
-		}
-		if len(alive) == 0 && kind != "restart" {
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		ev := chaosEvent{at: time.Now(), kind: kind}
-		switch kind {
-		case "restart":
-			for _, r := range dead {
-				require.NoError(t, f.Start(r))
-			}
-			ev.target = fmt.Sprint(len(dead), " replica(s)")
-		default:
-			// The leader most of the time: that is where failover is.
-			target := alive[rng.IntN(len(alive))]
-			if l := f.ByID(holder); l != nil && rng.IntN(10) < 7 && slices.Contains(alive, l) {
-				target = l
-			}
-			ev.target, ev.wasLeading, ev.standbys = target.ID, target.ID == holder, len(alive)-1
-			switch kind {
-			case "kill":
-				_ = target.Proc.Signal(syscall.SIGKILL)
-			case "term":
-				_ = target.Proc.Signal(syscall.SIGTERM)
-			case "stop":
-				_ = target.Proc.Signal(syscall.SIGSTOP)
-				frozen[target.ID] = time.Now().Add(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
-			}
-		}
-		events = append(events, ev)
-		time.Sleep(time.Duration(1000+rng.IntN(2500)) * time.Millisecond)
-	}
-	for id := range frozen {
-		_ = f.ByID(id).Proc.Signal(syscall.SIGCONT)
-	}
-	time.Sleep(time.Second)
-	for _, r := range f.Replicas {
-		if !r.Proc.Running() {
-			require.NoError(t, f.Start(r))
-		}
-	}
-	waitServing(ctx, t, f, "", 30*time.Second)
+	c.settle(ctx)
 	end := time.Now()
 
-	changes := log.Snapshot()
-	for _, c := range changes {
-		if distinct(c.Addrs) > 1 {
-			t.Errorf("two identities published at once at %v: %v", c.At.Format(time.StampMilli), c.Addrs)
+	terms := readActingLog(t, actingLog)
+	c.checkNoOverlap(terms)
+	c.checkPublished(published.Snapshot())
+	c.checkDepositions(terms, leases.snapshot())
+	c.report(terms, end)
+}
+
+// step plays one random event.
+func (c *chaos) step(ctx context.Context) {
+	holder, _, _ := c.f.Holder(ctx)
+	var alive, dead []*fleet.Replica
+	for _, r := range c.f.Replicas {
+		if r.Proc.Running() {
+			alive = append(alive, r)
+			continue
+		}
+		dead = append(dead, r)
+		// A leader that lost its Lease (cut off, frozen) exits by
+		// itself: dead since the last event at the latest.
+		if !c.hasFault(r.ID, "dead") {
+			since := time.Now()
+			if n := len(c.events); n > 0 {
+				since = c.events[n-1].at
+			}
+			c.faults = append(c.faults, &fault{id: r.ID, kind: "dead", start: since})
 		}
 	}
-	// Gaps without an endpoint, each blamed on the last event before it.
-	longest := map[string]time.Duration{}
+	kinds := []string{"kill", "term", "stop", "partition", "drop", "latency", "watchlag"}
+	kind := kinds[c.rng.IntN(len(kinds))]
+	if len(dead) > 0 && (len(alive) < 2 || c.rng.IntN(3) == 0) {
+		kind = "restart"
+	}
+	// The leader most of the time: that is where failover is.
+	var target *fleet.Replica
+	if len(alive) > 0 {
+		target = alive[c.rng.IntN(len(alive))]
+		if l := c.f.ByID(holder); l != nil && l.Proc.Running() && c.rng.IntN(10) < 7 {
+			target = l
+		}
+	}
+	ev := chaosEvent{at: time.Now(), kind: kind}
+	if target != nil {
+		ev.target, ev.wasLeading = target.ID, target.ID == holder
+	}
+	// Faults on the API's side last a moment, then heal: the replica
+	// does not need to restart for them.
+	heal := func(kind string, lasting time.Duration, undo func()) {
+		ft := &fault{id: target.ID, kind: kind, start: ev.at}
+		c.faults = append(c.faults, ft)
+		c.pending = append(c.pending, pendingAction{at: ev.at.Add(lasting), do: func() { undo(); ft.end = time.Now() }})
+	}
+	skew := 2 * (chaosDurations.Lease - chaosDurations.Renew)
+	switch kind {
+	case "restart":
+		for _, r := range dead {
+			require.NoError(c.t, c.f.Start(r))
+			c.endFaults(r.ID, "dead")
+		}
+		ev.target = fmt.Sprint(len(dead), " replica(s)")
+	case "kill", "term":
+		sig := map[string]syscall.Signal{"kill": syscall.SIGKILL, "term": syscall.SIGTERM}[kind]
+		_ = target.Proc.Signal(sig)
+		c.faults = append(c.faults, &fault{id: target.ID, kind: "dead", start: ev.at})
+	case "stop":
+		_ = target.Proc.Signal(syscall.SIGSTOP)
+		heal("stop", time.Duration(1000+c.rng.IntN(3000))*time.Millisecond, func() { _ = target.Proc.Signal(syscall.SIGCONT) })
+	case "partition":
+		p := c.proxies[target.ID]
+		p.Partition(true)
+		heal("partition", time.Duration(1000+c.rng.IntN(5000))*time.Millisecond, func() { p.Partition(false) })
+	case "drop":
+		c.proxies[target.ID].DropConnections()
+	case "latency":
+		p := c.proxies[target.ID]
+		p.SetLatency(time.Duration(100+c.rng.IntN(int(skew/time.Millisecond)-100)) * time.Millisecond)
+		heal("latency", time.Duration(3000+c.rng.IntN(5000))*time.Millisecond, func() { p.SetLatency(0) })
+	case "watchlag":
+		p := c.proxies[target.ID]
+		p.SetWatchDelay(time.Duration(100+c.rng.IntN(int(skew/time.Millisecond)-100)) * time.Millisecond)
+		heal("watchlag", time.Duration(3000+c.rng.IntN(5000))*time.Millisecond, func() { p.SetWatchDelay(0) })
+	}
+	c.events = append(c.events, ev)
+}
+
+func (c *chaos) hasFault(id, kind string) bool {
+	for _, ft := range c.faults {
+		if ft.id == id && ft.kind == kind && ft.end.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// endFaults ends the faults of a kind on a replica: a restarted replica
+// is counted healthy once it has had a second to start.
+func (c *chaos) endFaults(id, kind string) {
+	for _, ft := range c.faults {
+		if ft.id == id && ft.kind == kind && ft.end.IsZero() {
+			ft.end = time.Now().Add(time.Second)
+		}
+	}
+}
+
+// sleep waits, doing the pending heals when they are due.
+func (c *chaos) sleep(d time.Duration) {
+	until := time.Now().Add(d)
+	for time.Now().Before(until) {
+		c.runPending(time.Now())
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *chaos) runPending(now time.Time) {
+	keep := c.pending[:0]
+	for _, a := range c.pending {
+		if now.Before(a.at) {
+			keep = append(keep, a)
+			continue
+		}
+		a.do()
+	}
+	c.pending = keep
+}
+
+// settle heals everything, restarts the dead and waits for a leader.
+func (c *chaos) settle(ctx context.Context) {
+	c.runPending(time.Now().Add(time.Hour))
+	// Exits from a partition or a freeze come a moment after the heal.
+	time.Sleep(chaosDurations.Lease)
+	for _, r := range c.f.Replicas {
+		if !r.Proc.Running() {
+			require.NoError(c.t, c.f.Start(r))
+			c.endFaults(r.ID, "dead")
+		}
+	}
+	waitServing(ctx, c.t, c.f, "", 30*time.Second)
+}
+
+// term is one replica's term as the leader, as it logged it.
+type term struct {
+	id          string
+	n           int
+	start, last time.Time // first and last action
+	acts        int
+	stop        string // Run's error, "" if the process died
+	stopAt      time.Time
+}
+
+func readActingLog(t *testing.T, path string) []*term {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	open := map[string]*term{}
+	var terms []*term
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.SplitN(sc.Text(), " ", 4)
+		if len(fields) < 3 {
+			t.Errorf("acting log: bad line %q", sc.Text())
+			continue
+		}
+		ns, err := strconv.ParseInt(fields[0], 10, 64)
+		require.NoError(t, err)
+		at, id := time.Unix(0, ns), fields[1]
+		switch fields[2] {
+		case "start":
+			n, _ := strconv.Atoi(fields[3])
+			tm := &term{id: id, n: n, start: at, last: at}
+			open[id] = tm
+			terms = append(terms, tm)
+		case "act":
+			if tm := open[id]; tm != nil {
+				tm.last, tm.acts = at, tm.acts+1
+			}
+		case "stop":
+			if tm := open[id]; tm != nil {
+				tm.stop, tm.stopAt = fields[3], at
+				delete(open, id)
+			}
+		}
+	}
+	require.NoError(t, sc.Err())
+	return terms
+}
+
+// checkNoOverlap: no two terms' actions interleave.
+func (c *chaos) checkNoOverlap(terms []*term) {
+	for i, a := range terms {
+		for _, b := range terms[i+1:] {
+			if a.acts > 0 && b.acts > 0 && a.start.Before(b.last) && b.start.Before(a.last) {
+				c.t.Errorf("two leaders acted at once: %s (term %d) %s–%s and %s (term %d) %s–%s",
+					a.id, a.n, a.start.Format(time.StampMicro), a.last.Format(time.StampMicro),
+					b.id, b.n, b.start.Format(time.StampMicro), b.last.Format(time.StampMicro))
+			}
+		}
+	}
+}
+
+func (c *chaos) checkPublished(changes []fleet.Publication) {
+	for _, p := range changes {
+		if distinct(p.Addrs) > 1 {
+			c.t.Errorf("two identities published at once at %v: %v", p.At.Format(time.StampMilli), p.Addrs)
+		}
+	}
+}
+
+// checkDepositions: a leader that stepped down because another holder
+// has the Lease must be right: the Lease named another holder or term
+// between its term's start and a moment after its stop.
+func (c *chaos) checkDepositions(terms []*term, history []leaseVersion) {
+	for _, tm := range terms {
+		if !strings.Contains(tm.stop, "held by") && !strings.Contains(tm.stop, "taken by") {
+			continue
+		}
+		named := false
+		for _, v := range history {
+			if v.at.After(tm.start) && v.at.Before(tm.stopAt.Add(time.Second)) && (v.holder != tm.id || v.term != int32(tm.n)) {
+				named = true
+				break
+			}
+		}
+		if !named {
+			c.t.Errorf("%s (term %d) stepped down at %s (%s) while the Lease still named it",
+				tm.id, tm.n, tm.stopAt.Format(time.StampMilli), tm.stop)
+		}
+	}
+}
+
+// report logs the counts and the longest times without a leader.
+func (c *chaos) report(terms []*term, end time.Time) {
+	sorted := slices.Clone(terms)
+	slices.SortFunc(sorted, func(a, b *term) int { return a.start.Compare(b.start) })
+	var longest, longestAny time.Duration
+	var longestAt time.Time
+	for i := 1; i < len(sorted); i++ {
+		prevEnd := sorted[i-1].last
+		for _, p := range sorted[:i] {
+			if p.last.After(prevEnd) {
+				prevEnd = p.last
+			}
+		}
+		gap := sorted[i].start.Sub(prevEnd)
+		if gap <= 0 {
+			continue
+		}
+		longestAny = max(longestAny, gap)
+		if c.healthyStandby(prevEnd, sorted[i].start, sorted[i-1].id) && gap > longest {
+			longest, longestAt = gap, prevEnd
+		}
+	}
+	if bound := chaosDurations.Lease + time.Second; longest > bound {
+		c.t.Errorf("no leader acted for %v from %s although a healthy standby was there (bound %v)",
+			longest.Round(time.Millisecond), longestAt.Format(time.StampMilli), bound)
+	}
 	count := map[string]int{}
-	for _, e := range events {
+	onLeader := map[string]int{}
+	for _, e := range c.events {
 		count[e.kind]++
-	}
-	for i, c := range changes {
-		if len(c.Addrs) != 0 {
-			continue
-		}
-		gapEnd := end
-		for _, n := range changes[i+1:] {
-			if len(n.Addrs) != 0 {
-				gapEnd = n.At
-				break
-			}
-		}
-		cause := "none"
-		for _, e := range events {
-			if !e.at.After(c.At) {
-				cause = e.kind
-				if e.wasLeading {
-					cause += " (leader)"
-				}
-			}
-		}
-		if gap := gapEnd.Sub(c.At); gap > longest[cause] {
-			longest[cause] = gap
-		}
-	}
-	// The outage that matters: from an event on the leader to another
-	// replica's address being published. Counted only where a standby was
-	// there to take over and no other event came in between.
-	takeover := map[string][]time.Duration{}
-	for i, e := range events {
-		if !e.wasLeading || e.standbys == 0 {
-			continue
-		}
-		next := end
-		if i+1 < len(events) {
-			next = events[i+1].at
-		}
-		old := f.ByID(e.target).Address()
-		for _, c := range changes {
-			if c.At.After(e.at) && len(c.Addrs) == 1 && c.Addrs[0] != old {
-				if c.At.Before(next) {
-					takeover[e.kind] = append(takeover[e.kind], c.At.Sub(e.at))
-				}
-				break
-			}
+		if e.wasLeading {
+			onLeader[e.kind]++
 		}
 	}
 	var b strings.Builder
-	for _, k := range []string{"kill", "stop", "term", "restart"} {
-		leaderHits := 0
-		for _, e := range events {
-			if e.kind == k && e.wasLeading {
-				leaderHits++
+	for _, k := range []string{"kill", "term", "stop", "partition", "drop", "latency", "watchlag", "restart"} {
+		fmt.Fprintf(&b, " %s %d (%d on the leader);", k, count[k], onLeader[k])
+	}
+	acts := 0
+	for _, tm := range terms {
+		acts += tm.acts
+	}
+	c.t.Logf("chaos: %d events:%s %d terms, %d actions logged, no two leaders acted at once; longest time without a leader acting: %v with a healthy standby there (bound %v), %v in all (the run ended %v after its last term began)",
+		len(c.events), b.String(), len(terms), acts, longest.Round(time.Millisecond), chaosDurations.Lease+time.Second,
+		longestAny.Round(time.Millisecond), end.Sub(sorted[len(sorted)-1].start).Round(time.Millisecond))
+}
+
+// healthyStandby reports whether some replica other than prev, the one
+// that acted last, was free of faults from a second before from until to.
+func (c *chaos) healthyStandby(from, to time.Time, prev string) bool {
+	for _, r := range c.f.Replicas {
+		healthy := r.ID != prev
+		for _, ft := range c.faults {
+			if ft.id != r.ID {
+				continue
+			}
+			end := ft.end
+			if end.IsZero() {
+				end = to.Add(time.Hour)
+			}
+			if ft.start.Before(to) && end.After(from.Add(-time.Second)) {
+				healthy = false
+				break
 			}
 		}
-		tk := takeover[k]
-		slices.Sort(tk)
-		var med, worst time.Duration
-		if len(tk) > 0 {
-			med, worst = tk[len(tk)/2], tk[len(tk)-1]
+		if healthy {
+			return true
 		}
-		fmt.Fprintf(&b, "\n  %-8s %2d events, %2d on the leader; where a standby took over before the next event (%d): next leader published after %v median, %v max; longest time with no endpoint %v",
-			k, count[k], leaderHits, len(tk), med.Round(time.Millisecond), worst.Round(time.Millisecond),
-			max(longest[k+" (leader)"], longest[k]).Round(time.Millisecond))
 	}
-	t.Logf("chaos: %d events, %d EndpointSlice changes watched, never two identities at once:%s", len(events), len(changes), b.String())
+	return false
+}
+
+// leaseVersion is one version of the Lease seen by the test's watch.
+type leaseVersion struct {
+	at     time.Time
+	holder string
+	term   int32
+}
+
+type leaseWatch struct {
+	mu       sync.Mutex
+	versions []leaseVersion
+}
+
+func (w *leaseWatch) snapshot() []leaseVersion {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.versions)
+}
+
+func watchLease(ctx context.Context, t *testing.T, env *cluster.Env, ns, name string) *leaseWatch {
+	t.Helper()
+	w, err := env.Client.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	require.NoError(t, err)
+	lw := &leaseWatch{}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			v := leaseVersion{at: time.Now()}
+			if l.Spec.HolderIdentity != nil {
+				v.holder = *l.Spec.HolderIdentity
+			}
+			if l.Spec.LeaseTransitions != nil {
+				v.term = *l.Spec.LeaseTransitions
+			}
+			lw.mu.Lock()
+			lw.versions = append(lw.versions, v)
+			lw.mu.Unlock()
+		}
+	}()
+	return lw
+}
+
+func kubeconfigToken(t *testing.T, path string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(path)
+	require.NoError(t, err)
+	for _, a := range cfg.AuthInfos {
+		if a.Token != "" {
+			return a.Token
+		}
+	}
+	t.Fatalf("no token in %s", path)
+	return ""
 }
 
 func distinct(addrs []string) int {

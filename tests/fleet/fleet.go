@@ -65,7 +65,10 @@ type Fleet struct {
 	Name string
 	// Kubeconfig the replicas use; default the control plane's admin one.
 	Kubeconfig string
-	http       *http.Client
+	// KubeconfigOf, if set, gives each replica a kubeconfig of its own
+	// (through a fault-injecting proxy, for one), instead of Kubeconfig.
+	KubeconfigOf func(*Replica) (string, error)
+	http         *http.Client
 }
 
 // New prepares a fleet; Add starts replicas. The binary takes the flags of
@@ -129,6 +132,12 @@ func (f *Fleet) Start(r *Replica) error {
 	kubeconfig := f.Kubeconfig
 	if kubeconfig == "" {
 		kubeconfig = f.Env.Kubeconfig
+	}
+	if f.KubeconfigOf != nil {
+		var err error
+		if kubeconfig, err = f.KubeconfigOf(r); err != nil {
+			return err
+		}
 	}
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
