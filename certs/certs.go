@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -72,32 +70,88 @@ func NewCA(commonName string, validity time.Duration) (*CA, error) {
 	return &CA{cert: cert, key: key, CertPEM: pemBlock("CERTIFICATE", der)}, nil
 }
 
-// LoadCA reads a CA from PEM-encoded certificate and EC private key.
+// LoadCA reads a CA from its PEM-encoded certificate and EC private key
+// (SEC 1 "EC PRIVATE KEY" or PKCS #8 "PRIVATE KEY"). It refuses, with an
+// error that says why, a certificate that is not a CA (no CA basic
+// constraint, or key usage without certificate signing), one that has
+// expired or is not valid yet, and a key that is not the certificate's.
 func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
-	cb, _ := pem.Decode(certPEM)
-	if cb == nil || cb.Type != "CERTIFICATE" {
+	cb, rest := pem.Decode(certPEM)
+	for cb != nil && cb.Type != "CERTIFICATE" {
+		cb, rest = pem.Decode(rest)
+	}
+	if cb == nil {
 		return nil, errors.New("CA certificate: no PEM CERTIFICATE block")
+	}
+	for next, more := pem.Decode(rest); next != nil; next, more = pem.Decode(more) {
+		if next.Type == "CERTIFICATE" {
+			return nil, errors.New("CA certificate: more than one CERTIFICATE block; give the CA's certificate only")
+		}
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("CA certificate: %w", err)
 	}
-	if !cert.IsCA {
-		return nil, errors.New("CA certificate: not a CA")
+	if !cert.BasicConstraintsValid || !cert.IsCA {
+		return nil, fmt.Errorf("CA certificate %q: not a CA (no CA basic constraint)", cert.Subject.CommonName)
 	}
-	kb, _ := pem.Decode(keyPEM)
-	if kb == nil || kb.Type != "EC PRIVATE KEY" {
-		return nil, errors.New("CA key: no PEM EC PRIVATE KEY block")
+	if cert.KeyUsage != 0 && cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, fmt.Errorf("CA certificate %q: its key usage does not allow signing certificates", cert.Subject.CommonName)
 	}
-	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	key, err := parseECKey(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("CA key: %w", err)
 	}
 	if !key.PublicKey.Equal(cert.PublicKey) {
 		return nil, errors.New("CA key does not match the CA certificate")
 	}
-	return &CA{cert: cert, key: key, CertPEM: pemBlock("CERTIFICATE", cb.Bytes)}, nil
+	ca := &CA{cert: cert, key: key, CertPEM: pemBlock("CERTIFICATE", cb.Bytes)}
+	if err := ca.checkValid(time.Now()); err != nil {
+		return nil, err
+	}
+	return ca, nil
 }
+
+// parseECKey reads the first private key block of keyPEM: an EC key in
+// SEC 1 or PKCS #8 form.
+func parseECKey(keyPEM []byte) (*ecdsa.PrivateKey, error) {
+	kb, rest := pem.Decode(keyPEM)
+	for kb != nil && kb.Type != "EC PRIVATE KEY" && kb.Type != "PRIVATE KEY" {
+		kb, rest = pem.Decode(rest)
+	}
+	if kb == nil {
+		return nil, errors.New("no PEM EC PRIVATE KEY or PRIVATE KEY block")
+	}
+	if kb.Type == "EC PRIVATE KEY" {
+		return x509.ParseECPrivateKey(kb.Bytes)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	ec, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("a %T key; fastover-certs signs with ECDSA keys only", k)
+	}
+	return ec, nil
+}
+
+// checkValid reports an error unless the CA may sign at now.
+func (ca *CA) checkValid(now time.Time) error {
+	name := ca.cert.Subject.CommonName
+	if now.Before(ca.cert.NotBefore) {
+		return fmt.Errorf("CA %q is not valid before %s (now %s): check the clock, or make a new CA",
+			name, ca.cert.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if !now.Before(ca.cert.NotAfter) {
+		return fmt.Errorf("CA %q expired at %s: make a new CA (its certificate becomes the new caBundle)",
+			name, ca.cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// NotAfter is when the CA expires; no certificate it issues outlives it.
+func (ca *CA) NotAfter() time.Time { return ca.cert.NotAfter }
 
 // KeyPEM returns the CA's private key, PEM-encoded.
 func (ca *CA) KeyPEM() ([]byte, error) {
@@ -110,7 +164,11 @@ func (ca *CA) KeyPEM() ([]byte, error) {
 
 // Issue makes a serving certificate for the hosts (DNS names or IP
 // addresses), signed by the CA, valid for the given duration but never
-// past the CA's own expiry.
+// outside the CA's own validity: its NotAfter is clamped to the CA's
+// (KeyPair.NotAfter says when it really ends; compare it with
+// CA.NotAfter to know). A CA that has expired, or is not valid yet, issues
+// nothing: Issue returns an error instead of a certificate no client would
+// accept.
 func (ca *CA) Issue(hosts []string, validity time.Duration) (*KeyPair, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("a serving certificate needs at least one DNS name or IP address")
@@ -118,19 +176,29 @@ func (ca *CA) Issue(hosts []string, validity time.Duration) (*KeyPair, error) {
 	if validity <= 0 {
 		return nil, fmt.Errorf("certificate validity must be positive, got %v", validity)
 	}
+	if ca.cert == nil || ca.key == nil {
+		return nil, errors.New("this CA has no certificate and key to sign with (make it with NewCA or LoadCA)")
+	}
+	now := time.Now()
+	if err := ca.checkValid(now); err != nil {
+		return nil, err
+	}
 	key, serial, err := newKey()
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	notAfter := now.Add(validity)
+	notBefore := now.Add(-5 * time.Minute) // tolerate clock skew
+	if notBefore.Before(ca.cert.NotBefore) {
+		notBefore = ca.cert.NotBefore
+	}
+	notAfter := now.Add(validity).Truncate(time.Second) // what a certificate can say
 	if notAfter.After(ca.cert.NotAfter) {
 		notAfter = ca.cert.NotAfter
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-5 * time.Minute),
+		NotBefore:    notBefore,
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -156,46 +224,6 @@ func (ca *CA) Issue(hosts []string, validity time.Duration) (*KeyPair, error) {
 		Serial:   serial,
 		NotAfter: notAfter,
 	}, nil
-}
-
-// WriteDir writes the key pair as tls.crt and tls.key into dir, and the CA
-// as ca.crt if ca is not nil. Each file is replaced atomically (written
-// aside, then renamed), so a reader never sees a partial file; the key is
-// written first, the certificate last, as a certificate watcher reloads
-// when the certificate changes.
-func WriteDir(dir string, kp *KeyPair, ca *CA) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := writeAtomic(filepath.Join(dir, KeyFile), kp.KeyPEM, 0o600); err != nil {
-		return err
-	}
-	if ca != nil {
-		if err := writeAtomic(filepath.Join(dir, CAFile), ca.CertPEM, 0o644); err != nil {
-			return err
-		}
-	}
-	return writeAtomic(filepath.Join(dir, CertFile), kp.CertPEM, 0o644)
-}
-
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // newKey makes a certificate's key and a random serial number for it.

@@ -87,9 +87,7 @@ func TestWriteDir(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, CAFile))
 	require.NoError(t, err)
 	assert.Equal(t, ca.CertPEM, got)
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	assert.Len(t, entries, 3, "no temporary files left behind")
+	assertOneGeneration(t, dir, CertFile, KeyFile, CAFile)
 }
 
 func TestLoadOrCreateCAReuses(t *testing.T) {

@@ -4,6 +4,13 @@
 // tls.crt and tls.key, and, with --webhook-configuration, the caBundle of
 // that MutatingWebhookConfiguration. Run it again to renew the serving
 // certificate: the webhook picks the new files up without a restart.
+//
+// The CA's key never goes into the cert dir, which is what the webhook (or
+// a Secret made from it) gets: --ca-dir defaults to the cert dir's path
+// with -ca appended, and a --ca-dir that is the cert dir, or inside it, is
+// refused. A cert dir written by an older version, with ca.key in it, has
+// its CA moved to --ca-dir on the next run (the same CA, so the caBundle
+// stays).
 package main
 
 import (
@@ -13,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -35,8 +43,8 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fastover-certs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	certDir := fs.String("cert-dir", "", "directory for tls.crt, tls.key and ca.crt (required)")
-	caDir := fs.String("ca-dir", "", "directory of the CA (ca.crt, ca.key), made on first use (default: --cert-dir)")
+	certDir := fs.String("cert-dir", "", "directory for tls.crt, tls.key and ca.crt, as the webhook reads it (required)")
+	caDir := fs.String("ca-dir", "", "directory of the CA (ca.crt, ca.key), made on first use; not the cert dir nor inside it (default: the cert dir's path followed by -ca)")
 	hosts := fs.String("hosts", "", "comma-separated DNS names and IP addresses of the webhook (required), e.g. fastover-webhook.fastover-system.svc")
 	validity := fs.Duration("validity", 90*24*time.Hour, "validity of the serving certificate")
 	caValidity := fs.Duration("ca-validity", 10*365*24*time.Hour, "validity of a new CA")
@@ -51,8 +59,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *certDir == "" || *hosts == "" {
 		return errors.New("--cert-dir and --hosts are required")
 	}
-	if *caDir == "" {
-		*caDir = *certDir
+	if *validity <= 0 || *caValidity <= 0 {
+		return errors.New("--validity and --ca-validity must be positive")
+	}
+	var err error
+	if *caDir, err = caDirFor(*certDir, *caDir); err != nil {
+		return err
 	}
 	var names []string
 	for _, h := range strings.Split(*hosts, ",") {
@@ -60,7 +72,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 			names = append(names, h)
 		}
 	}
+	if len(names) == 0 {
+		return errors.New("--hosts names no DNS name or IP address")
+	}
 
+	moved, err := certs.MoveCA(*certDir, *caDir)
+	if err != nil {
+		return fmt.Errorf("the cert dir %s holds a CA key (written by an older fastover-certs), to be moved to %s: %w", *certDir, *caDir, err)
+	}
+	if moved {
+		_, _ = fmt.Fprintf(stdout, "moved the CA key from %s to %s: the cert dir no longer holds it (same CA, same caBundle)\n", *certDir, *caDir)
+	}
 	ca, created, err := certs.LoadOrCreateCA(*caDir, "fastover-webhook-ca", *caValidity)
 	if err != nil {
 		return err
@@ -71,6 +93,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	kp, err := ca.Issue(names, *validity)
 	if err != nil {
 		return err
+	}
+	if kp.NotAfter.Equal(ca.NotAfter()) {
+		_, _ = fmt.Fprintf(stderr, "WARNING: the CA in %s expires at %s, before the %v asked for: the serving certificate ends then too. "+
+			"Make a new CA before then (remove its %s and %s and run again with --webhook-configuration, which sets the new caBundle).\n",
+			*caDir, ca.NotAfter().UTC().Format(time.RFC3339), *validity, certs.CAFile, certs.CAKeyFile)
 	}
 	if err := certs.WriteDir(*certDir, kp, ca); err != nil {
 		return err
@@ -101,4 +128,45 @@ func run(args []string, stdout, stderr io.Writer) error {
 		_, _ = fmt.Fprintf(stdout, "the caBundle of MutatingWebhookConfiguration %s is already this CA\n", *webhookConfig)
 	}
 	return nil
+}
+
+// caDirFor returns the CA directory to use with certDir: caDir if given,
+// else certDir's path followed by -ca. It refuses a CA directory that is
+// certDir or lies inside it (symbolic links resolved as far as the paths
+// exist): whatever reads the cert dir would get the CA key, which signs
+// certificates for any name.
+func caDirFor(certDir, caDir string) (string, error) {
+	certAbs, err := filepath.Abs(certDir)
+	if err != nil {
+		return "", err
+	}
+	if caDir == "" {
+		if filepath.Dir(certAbs) == certAbs {
+			return "", fmt.Errorf("--cert-dir is %s: give --ca-dir", certAbs)
+		}
+		caDir = certAbs + "-ca"
+	}
+	caAbs, err := filepath.Abs(caDir)
+	if err != nil {
+		return "", err
+	}
+	certReal, caReal := resolve(certAbs), resolve(caAbs)
+	if rel, err := filepath.Rel(certReal, caReal); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+		return "", fmt.Errorf("--ca-dir %s is the cert dir %s or inside it: the CA key would be handed to whatever reads the cert dir (the webhook, a Secret made from it); "+
+			"choose a directory outside it (the default is %s-ca)", caDir, certDir, certAbs)
+	}
+	return caDir, nil
+}
+
+// resolve evaluates the symbolic links of the longest part of the
+// absolute path p that exists, and appends the rest.
+func resolve(p string) string {
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real
+	}
+	parent := filepath.Dir(p)
+	if parent == p {
+		return p
+	}
+	return filepath.Join(resolve(parent), filepath.Base(p))
 }

@@ -27,7 +27,8 @@ import (
 // fastover-certs makes the CA and the serving certificate and sets the
 // caBundle; the API server then trusts the webhook. Run again, it renews
 // the serving certificate from the same CA: the caBundle stays, the
-// webhook serves the new certificate without a restart.
+// webhook serves the new certificate without a restart. The CA's key never
+// enters the cert dir the webhook reads.
 func TestCertsCommand(t *testing.T) {
 	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -57,10 +58,13 @@ func TestCertsCommand(t *testing.T) {
 
 	// Certificates first, then the webhook, registered with no caBundle:
 	// the API server cannot trust it yet.
-	assert.Contains(t, certsCmd(), "made a new CA")
+	// The CA is kept beside the cert dir, not in it: the webhook gets no
+	// key that signs.
+	assert.Contains(t, certsCmd(), "made a new CA in "+dir+"-ca")
+	assert.NoFileExists(t, filepath.Join(dir, certs.CAKeyFile))
 	caPEM, err := os.ReadFile(filepath.Join(dir, certs.CAFile))
 	require.NoError(t, err)
-	keyPEM, err := os.ReadFile(filepath.Join(dir, certs.CAKeyFile))
+	keyPEM, err := os.ReadFile(filepath.Join(dir+"-ca", certs.CAKeyFile))
 	require.NoError(t, err)
 	w := &webhookServer{certDir: dir}
 	w.ca, err = certs.LoadCA(caPEM, keyPEM)
@@ -90,12 +94,14 @@ func TestCertsCommand(t *testing.T) {
 	out = certsCmd("--webhook-configuration=fastover")
 	assert.Contains(t, out, "already this CA")
 	assert.Equal(t, caPEM, caBundle(), "renewal keeps the caBundle")
+	renewed := time.Now()
 	after := servingSerial()
 	require.NotEqual(t, before, after)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		s, err := w.servedSerial()
 		return err == nil && s.String() == after, nil
 	}), "the webhook never served the renewed certificate")
+	t.Logf("the webhook served the renewed certificate %v after fastover-certs returned", time.Since(renewed).Round(time.Millisecond))
 	assert.Equal(t, pid, w.proc.Pid())
 	pod, err = env.Client.CoreV1().Pods("certs").Create(ctx, bare("renewed"), metav1.CreateOptions{})
 	require.NoError(t, err)
