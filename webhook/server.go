@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
@@ -181,6 +182,13 @@ func NewServer(opts Options) (*Server, error) {
 	metrics, err := NewMetrics(opts.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	// The process's own figures (go_memstats_*, process_resident_memory_bytes):
+	// its memory is bounded, and worth watching.
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := opts.Registry.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
 	}
 	s := &Server{
 		opts:    opts,

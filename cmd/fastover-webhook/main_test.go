@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -54,6 +55,23 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"extra"},
 		{"--reconcile", "--reconcile-qps=0"},
 	} {
+		_, err := parseFlags(args, io.Discard)
+		assert.Error(t, err, "%v", args)
+	}
+}
+
+func TestParseFlagsShutdown(t *testing.T) {
+	c, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, c.opts.ShutdownDelay)
+	assert.Equal(t, 15*time.Second, c.opts.ShutdownTimeout)
+
+	c, err = parseFlags([]string{"--shutdown-delay=0", "--shutdown-timeout=3s"}, io.Discard)
+	require.NoError(t, err)
+	assert.Negative(t, c.opts.ShutdownDelay, "0 is no delay, not the option's default")
+	assert.Equal(t, 3*time.Second, c.opts.ShutdownTimeout)
+
+	for _, args := range [][]string{{"--shutdown-delay=-1s"}, {"--shutdown-timeout=0"}, {"--shutdown-delay=soon"}} {
 		_, err := parseFlags(args, io.Discard)
 		assert.Error(t, err, "%v", args)
 	}

@@ -281,6 +281,8 @@ type podStream struct {
 	injected    int
 	errs        []string
 	notInjected []string
+	attempts    int           // creations tried
+	maxLatency  time.Duration // of one creation
 	stop, done  chan struct{}
 }
 
@@ -296,8 +298,12 @@ func startPodStream(ctx context.Context, env *cluster.Env, ns string) *podStream
 			}
 			p := bare("")
 			p.GenerateName = "p-"
+			began := time.Now()
 			pod, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			took := time.Since(began)
 			s.mu.Lock()
+			s.attempts++
+			s.maxLatency = max(s.maxLatency, took)
 			switch {
 			case err != nil:
 				s.errs = append(s.errs, err.Error())
