@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fastover/fastover/certs"
+	"github.com/fastover/fastover/internal/version"
 )
 
 func main() {
@@ -50,7 +51,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	caValidity := fs.Duration("ca-validity", 10*365*24*time.Hour, "validity of a new CA")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig, for --webhook-configuration (default: in-cluster)")
 	webhookConfig := fs.String("webhook-configuration", "", "MutatingWebhookConfiguration whose caBundle to set")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(stdout, version.String("fastover-certs"))
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/fastover/fastover/internal/version"
 	"github.com/fastover/fastover/leader"
 )
 
@@ -82,8 +83,13 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.BoolVar(&o.removeSelector, "remove-selector", false, "let the leader remove the Service's selector (migration from a selector Service)")
 	fs.DurationVar(&o.drain, "drain", 0, "how long the work takes to stop once told to, as a controller that drains its queues (for tests and demos)")
 	fs.StringVar(&o.actingLog, "acting-log", "", "append a line to this file each time the leader acts (every 10 ms while it leads), with the wall-clock time in ns, for tests that check no two replicas ever act at once")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if *showVersion {
+		fmt.Println(version.String("fastover-example"))
+		return nil, flag.ErrHelp
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -22,6 +22,7 @@ import (
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fastover/fastover/internal/version"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -63,8 +64,13 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	rule.AddFlags(fs)
 	c.reconcile.bindFlags(fs)
 	c.zap.BindFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if *showVersion {
+		fmt.Println(version.String("fastover-webhook"))
+		return nil, flag.ErrHelp
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fastover/fastover/internal/version"
 	"github.com/fastover/fastover/retrofit"
 	"github.com/fastover/fastover/webhook"
 )
@@ -83,7 +84,9 @@ that missed injection. The rule is the installed webhook's: read from the args o
 Deployment (--webhook); rule flags given here override it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.String("kubectl-fastover"),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	o.addFlags(root.PersistentFlags())
