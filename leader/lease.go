@@ -301,8 +301,16 @@ func (e *election) spec(prev resourcelock.LeaderElectionRecord, now time.Time) c
 // replica's term.
 func (e *election) renew(ctx context.Context) error {
 	base := e.latest()
+	if base == nil || !e.isMineLease(base) {
+		// Maybe old news whose version could not be ordered: only a
+		// read decides.
+		var err error
+		if base, err = e.get(ctx); err != nil {
+			return fmt.Errorf("renew lease: %w", err)
+		}
+	}
 	for attempt := 0; ; attempt++ {
-		if base == nil || !e.isMineLease(base) {
+		if !e.isMineLease(base) {
 			return fmt.Errorf("%w: the Lease is held by %q", ErrLeadershipLost, holderOf(base))
 		}
 		sent := time.Now()

@@ -166,3 +166,16 @@ func TestRenewDetectsAnotherTermOfTheSameIdentity(t *testing.T) {
 }
 
 var errConflict = apierrors.NewConflict(coordinationv1.Resource("leases"), "l", errors.New("the object has been modified"))
+
+// A renewal that finds a foreign record observed reads the Lease before it
+// gives up: the record may be old news whose version could not be ordered.
+func TestRenewConfirmsAForeignObservation(t *testing.T) {
+	e, _ := testElection(t, "me", testLease("60", "", 1, 2, time.Now().Add(-time.Hour)))
+	ok, err := e.tryAcquire(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok)
+	e.observeLease(testLease("", "other", 2, 2, time.Now())) // no version: cannot be ordered
+	require.False(t, e.mine())
+	require.NoError(t, e.renew(context.Background()), "a stale foreign record made the renewal give up")
+	assert.True(t, e.mine())
+}
