@@ -81,6 +81,12 @@ func TestWriteDirRotates(t *testing.T) {
 		assert.Equal(t, os.FileMode(0o644), info.Mode().Perm())
 	}
 
+	// What an interrupted writer leaves behind goes with the next write.
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "..2020_01_01_00_00_00.000000000.1"), 0o755))
+	require.NoError(t, os.Symlink("nowhere", filepath.Join(dir, tmpLinkPrefix+"tls.crt.1")))
+	require.NoError(t, WriteDir(dir, issue(t, ca), ca))
+	assertOneGeneration(t, dir, CAFile, CertFile, KeyFile)
+
 	// Without a CA: no ca.crt any more (a link to nothing would be worse).
 	require.NoError(t, WriteDir(dir, issue(t, ca), nil))
 	assertOneGeneration(t, dir, CertFile, KeyFile)
