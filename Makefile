@@ -40,10 +40,27 @@ unit: ## unit tests (no control plane)
 .PHONY: e2e
 e2e: ## end-to-end tests on a local control plane
 	@tests/tools/build.sh etcd kwok kube certmanager
+	@tests/tools/podman.sh
 	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_PKGS)
 
 .PHONY: test
 test: tools fmt-check vet lint unit e2e ## everything CI runs: tools, gofmt, vet, lint, unit and e2e tests
+
+# make images: an OCI image index per binary (fastover-webhook,
+# fastover-example, fastover-certs) for IMAGE_PLATFORMS, built in Go without
+# a container engine: OCI layouts in bin/images/<name>, digests in
+# bin/images/digests.txt. REGISTRY=host/path also pushes each by digest to
+# host/path/<name> (IMAGE_TAG=v0.1.0 tags it too); credentials are those of
+# docker/podman login. VERSION, COMMIT and COMMIT_TIME default to git's.
+REGISTRY ?=
+IMAGE_TAG ?=
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: images
+images: ## reproducible container images in bin/images (REGISTRY=host/path pushes them by digest)
+	go run ./internal/imagebuild/cmd/images -out $(BIN)/images -platforms $(IMAGE_PLATFORMS) \
+		-version '$(VERSION)' -commit '$(COMMIT)' -commit-time '$(COMMIT_TIME)' \
+		$(if $(REGISTRY),-registry $(REGISTRY)) $(if $(IMAGE_TAG),-tag $(IMAGE_TAG))
 
 CHAOS_EVENTS ?= 240
 
