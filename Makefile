@@ -27,11 +27,15 @@ fmt-check:
 .PHONY: vet
 vet: ## go vet
 	go vet ./...
+	cd tests/charts && go vet ./...
 
 .PHONY: lint
 lint: ## golangci-lint (pinned in tests/tools/lint)
 	@tests/tools/build.sh lint
 	$(BIN)/golangci-lint run ./...
+	cd tests/charts && $(BIN)/golangci-lint run ./...
+	@echo "==> helm lint of charts/ (helm's Go SDK, tests/charts)"
+	cd tests/charts && go test -count=1 -run '^TestLint$$' .
 
 .PHONY: unit
 unit: ## unit tests (no control plane)
@@ -44,7 +48,14 @@ e2e: ## end-to-end tests on a local control plane
 	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_PKGS)
 
 .PHONY: test
-test: tools fmt-check vet lint unit e2e ## everything CI runs: tools, gofmt, vet, lint, unit and e2e tests
+test: tools fmt-check vet lint unit e2e charts-test ## everything CI runs: tools, gofmt, vet, lint, unit and e2e tests
+
+# The Helm charts (charts/) are tested by a Go module of their own,
+# tests/charts, so that helm's SDK stays out of fastover's go.mod.
+.PHONY: charts-test
+charts-test: ## Helm charts: lint, schema, drift against manifests/, install on a local control plane
+	@tests/tools/build.sh etcd kwok kube certmanager
+	cd tests/charts && go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v ./...
 
 # make images: an OCI image index per binary (fastover-webhook,
 # fastover-example, fastover-certs) for IMAGE_PLATFORMS, built in Go without

@@ -1,0 +1,47 @@
+{{/* Labels of every object: fastover's, and helm's. */}}
+{{- define "fastover.labels" -}}
+app.kubernetes.io/part-of: fastover
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+
+{{/* The webhook's image: by digest if given, else by tag (default appVersion). */}}
+{{- define "fastover.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/* The rule's flags, for the webhook and the reconciler. */}}
+{{- define "fastover.ruleArgs" -}}
+- --toleration-seconds={{ int64 .Values.rule.tolerationSeconds }}
+{{- if not (kindIs "invalid" .Values.rule.notReadyTolerationSeconds) }}
+- --not-ready-toleration-seconds={{ int64 .Values.rule.notReadyTolerationSeconds }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.rule.defaultTolerationSeconds) }}
+- --default-toleration-seconds={{ int64 .Values.rule.defaultTolerationSeconds }}
+{{- end }}
+{{- end -}}
+
+{{/* The pods' security context, as the restricted Pod Security Standard wants it. */}}
+{{- define "fastover.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "fastover.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{/* The serving certificate's name (cert-manager), for cainjector. */}}
+{{- define "fastover.servingCertificate" -}}fastover-webhook{{- end -}}
