@@ -17,7 +17,7 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## build the pinned control-plane binaries, kwok stages, cert-manager and golangci-lint into bin/
+tools: ## build the pinned control-plane binaries, kwok stages, cert-manager, golangci-lint and actionlint into bin/
 	@tests/tools/build.sh
 
 .PHONY: fmt-check
@@ -29,10 +29,13 @@ vet: ## go vet
 	go vet ./...
 	cd tests/charts && go vet ./...
 
+# actionlint checks the GitHub workflows (.github/workflows), with
+# shellcheck on their scripts when shellcheck is on the PATH.
 .PHONY: lint
-lint: ## golangci-lint (pinned in tests/tools/lint)
-	@tests/tools/build.sh lint
+lint: ## golangci-lint and actionlint on the workflows (pinned in tests/tools/lint, tests/tools/actionlint)
+	@tests/tools/build.sh lint actionlint
 	$(BIN)/golangci-lint run ./...
+	$(BIN)/actionlint
 	cd tests/charts && $(BIN)/golangci-lint run ./...
 	@echo "==> helm lint of charts/ (helm's Go SDK, tests/charts)"
 	cd tests/charts && go test -count=1 -run '^TestLint$$' .
@@ -114,6 +117,34 @@ demo: ## show what fastover changes, on real Kubernetes components (GRACE=50s fo
 	@go build -o $(BIN)/ ./cmd/...
 	@echo
 	@$(BIN)/fastover-demo $(if $(GRACE),--grace=$(GRACE)) --svg=$(CURDIR)/demo-timeline.svg $(DEMO_FLAGS)
+
+# What the binaries and images say of their build (internal/version): the
+# tag on a release, else what git describe says of the commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+COMMIT_TIME ?= $(shell TZ=UTC git show -s --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD 2>/dev/null)
+VERSION_PKG := github.com/fastover/fastover/internal/version
+
+DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST_COMMANDS := fastover-webhook fastover-certs kubectl-fastover
+
+# make dist: the release's binaries, bin/dist/<command>-<os>-<arch>, and
+# SHA256SUMS. Static, no local path or build ID in them: the same commit
+# gives the same files.
+.PHONY: dist
+dist: ## cross-build fastover-webhook, fastover-certs, kubectl-fastover for linux and darwin (amd64, arm64) into bin/dist, with SHA256SUMS
+	@rm -rf $(BIN)/dist
+	@mkdir -p $(BIN)/dist
+	@ldflags="-s -w -buildid= -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).CommitTime=$(COMMIT_TIME)"; \
+	for platform in $(DIST_PLATFORMS); do \
+		os=$${platform%/*}; arch=$${platform#*/}; out=$(BIN)/dist/.$$os-$$arch; \
+		echo "==> $(DIST_COMMANDS) $(VERSION) for $$os/$$arch"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOAMD64=v1 GOARM64=v8.0 GOFLAGS=-mod=readonly \
+			go build -trimpath -buildvcs=false -ldflags="$$ldflags" -o $$out/ $(addprefix ./cmd/,$(DIST_COMMANDS)); \
+		for cmd in $(DIST_COMMANDS); do mv $$out/$$cmd $(BIN)/dist/$$cmd-$$os-$$arch; done; \
+		rmdir $$out; \
+	done
+	@cd $(BIN)/dist && sha256sum -- * >SHA256SUMS && cat SHA256SUMS
 
 .PHONY: clean
 clean: ## remove bin/

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/: the control-plane binaries that the
 # tests run, kwok's stage files, cert-manager-local and cert-manager's CRDs,
-# and golangci-lint. Each group is rebuilt only when its module's go.mod,
-# go.sum or Go sources, or the way it is built, change (or an output is
-# missing); a stamp in bin/.stamps records what was built.
+# golangci-lint and actionlint. Each group is rebuilt only when its module's
+# go.mod, go.sum or Go sources, or the way it is built, change (or an output
+# is missing); a stamp in bin/.stamps records what was built.
 #
 # Usage: tests/tools/build.sh [GROUP...]   (groups: kube etcd kwok certmanager
-# lint bench; no group means all but bench)
+# lint actionlint bench; no group means all but bench)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,6 +31,7 @@ declare -A recipe=(
 	[kwok]="-s -w $kwok_stages"
 	[certmanager]="-s -w ./cmd/cert-manager-local $cm_crds"
 	[lint]=""
+	[actionlint]=""
 	[bench]=""
 )
 
@@ -135,6 +136,16 @@ build_lint() {
 	done_group lint
 }
 
+build_actionlint() {
+	if fresh actionlint actionlint; then
+		step "actionlint: up to date"
+		return
+	fi
+	step "building actionlint"
+	(cd "$tools/actionlint" && go build -o "$bin/actionlint" github.com/rhysd/actionlint/cmd/actionlint)
+	done_group actionlint
+}
+
 build_bench() {
 	if fresh bench benchstat; then
 		step "benchstat: up to date"
@@ -146,12 +157,12 @@ build_bench() {
 }
 
 groups=("$@")
-[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube certmanager lint)
+[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube certmanager lint actionlint)
 for g in "${groups[@]}"; do
 	case "$g" in
-	kube | etcd | kwok | certmanager | lint | bench) "build_$g" ;;
+	kube | etcd | kwok | certmanager | lint | actionlint | bench) "build_$g" ;;
 	*)
-		echo "unknown tool group: $g (want kube, etcd, kwok, certmanager, lint or bench)" >&2
+		echo "unknown tool group: $g (want kube, etcd, kwok, certmanager, lint, actionlint or bench)" >&2
 		exit 2
 		;;
 	esac
