@@ -10,7 +10,7 @@ E2E_PKGS := ./tests/...
 UNIT_PKGS = $(shell go list ./... | grep -v '/tests/')
 
 GOTEST_FLAGS ?=
-E2E_TIMEOUT ?= 20m
+E2E_TIMEOUT ?= 35m
 
 .PHONY: help
 help: ## list the targets

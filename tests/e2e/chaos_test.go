@@ -175,7 +175,7 @@ func (c *chaos) step(ctx context.Context) {
 		}
 	}
 	ev := chaosEvent{at: time.Now(), kind: kind}
-	if target != nil {
+	if target != nil && kind != "restart" {
 		ev.target, ev.wasLeading = target.ID, target.ID == holder
 	}
 	// Faults on the API's side last a moment, then heal: the replica
