@@ -305,6 +305,9 @@ func (o *Options) write(images []Image) error {
 		if err != nil {
 			return err
 		}
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			return err
+		}
 		p, err := layout.Write(tmp, empty.Index)
 		if err == nil {
 			err = p.AppendIndex(img.Index, layout.WithAnnotations(map[string]string{AnnotationRefName: o.Version}))

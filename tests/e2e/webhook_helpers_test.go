@@ -62,6 +62,9 @@ func TestMain(m *testing.M) {
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
+	if imagesDir != "" {
+		_ = os.RemoveAll(imagesDir)
+	}
 	os.Exit(code)
 }
 
