@@ -77,7 +77,7 @@ func checkEntries(raw []byte, max int64, cappedList func(ptr string) bool, exemp
 	inExempt := 0
 	for {
 		tok, err := dec.ReadToken()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

@@ -59,33 +59,35 @@ func TestServerShutdown(t *testing.T) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	readyz := "http://127.0.0.1:" + strconv.Itoa(probes) + "/readyz"
 	status := func(url string) int {
-		resp, err := http.Get(url) //nolint:noctx // a test's probe
+		resp, err := http.Get(url)
 		if err != nil {
 			return 0
 		}
 		_ = resp.Body.Close()
 		return resp.StatusCode
 	}
-	review := func() (*http.Response, error) {
+	// review posts a review and returns the status and whether the
+	// response closes the connection.
+	review := func() (int, bool, error) {
 		req := request(realisticPod(t))
 		body, err := json.Marshal(admissionv1.AdmissionReview{
 			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 			Request:  &req.AdmissionRequest,
 		})
 		require.NoError(t, err)
-		resp, err := client.Post("https://127.0.0.1:"+strconv.Itoa(port)+Path, "application/json", bytes.NewReader(body)) //nolint:noctx // test
+		resp, err := client.Post("https://127.0.0.1:"+strconv.Itoa(port)+Path, "application/json", bytes.NewReader(body))
 		if err != nil {
-			return nil, err
+			return 0, false, err
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
-		return resp, nil
+		return resp.StatusCode, resp.Close, nil
 	}
 	require.Eventually(t, func() bool { return status(readyz) == http.StatusOK }, 10*time.Second, 20*time.Millisecond)
-	resp, err := review()
+	code, closes, err := review()
 	require.NoError(t, err)
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.False(t, resp.Close, "connections are kept alive while serving")
+	assert.Equal(t, http.StatusOK, code)
+	assert.False(t, closes, "connections are kept alive while serving")
 
 	cancel()
 	stoppedAt := time.Now()
@@ -93,10 +95,10 @@ func TestServerShutdown(t *testing.T) {
 		"/readyz fails as soon as the shutdown starts")
 	answered := 0
 	for time.Since(stoppedAt) < delay-300*time.Millisecond {
-		resp, err := review()
+		code, closes, err := review()
 		require.NoError(t, err, "the webhook serves during the shutdown delay")
-		assert.Equal(t, http.StatusOK, resp.StatusCode)
-		assert.True(t, resp.Close, "and asks its clients to close their connections")
+		assert.Equal(t, http.StatusOK, code)
+		assert.True(t, closes, "and asks its clients to close their connections")
 		answered++
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -107,7 +109,7 @@ func TestServerShutdown(t *testing.T) {
 	case <-time.After(delay + 20*time.Second):
 		t.Fatal("Start did not return after the delay and the drain")
 	}
-	_, err = review()
+	_, _, err = review()
 	assert.Error(t, err, "no longer accepting")
 	t.Logf("%d reviews answered during the %v shutdown delay", answered, delay)
 }
