@@ -2,6 +2,7 @@ package imagebuild
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -20,7 +21,8 @@ func Describe(ctx context.Context, dir string) (version, commit string, at time.
 		out, err := cmd.Output()
 		if err != nil {
 			msg := ""
-			if ee, ok := err.(*exec.ExitError); ok {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				msg = strings.TrimSpace(string(ee.Stderr))
 			}
 			return "", fmt.Errorf("git %s in %s: %w %s (set VERSION, COMMIT and COMMIT_TIME to build outside a git work tree)", strings.Join(args, " "), dir, err, msg)

@@ -76,8 +76,8 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		o.Version = cmp(o.Version, v)
-		o.Commit = cmp(o.Commit, c)
+		o.Version = firstNonEmpty(o.Version, v)
+		o.Commit = firstNonEmpty(o.Commit, c)
 		o.CommitTime = at
 	}
 	if commitTime != "" {
@@ -112,7 +112,7 @@ func run(args []string) error {
 	return err
 }
 
-func cmp(a, b string) string {
+func firstNonEmpty(a, b string) string {
 	if a != "" {
 		return a
 	}
