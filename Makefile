@@ -30,12 +30,13 @@ vet: ## go vet
 	cd tests/charts && go vet ./...
 
 # actionlint checks the GitHub workflows (.github/workflows), with
-# shellcheck on their scripts when shellcheck is on the PATH.
+# shellcheck on their scripts when shellcheck is on the PATH; it runs first,
+# it takes seconds.
 .PHONY: lint
 lint: ## golangci-lint and actionlint on the workflows (pinned in tests/tools/lint, tests/tools/actionlint)
 	@tests/tools/build.sh lint actionlint
-	$(BIN)/golangci-lint run ./...
 	$(BIN)/actionlint
+	$(BIN)/golangci-lint run ./...
 	cd tests/charts && $(BIN)/golangci-lint run ./...
 	@echo "==> helm lint of charts/ (helm's Go SDK, tests/charts)"
 	cd tests/charts && go test -count=1 -run '^TestLint$$' .
