@@ -85,7 +85,9 @@ func TestChartInstall(t *testing.T) {
 	for _, r := range replicas {
 		require.NoError(t, r.waitReady(ctx))
 	}
-	require.NoError(t, manifests.WaitInjecting(ctx, env.Client, exampleNS, time.Minute))
+	// The probe pods are bare: a labelled namespace without Pod Security.
+	require.NoError(t, env.CreateNamespace(ctx, "chart-probe", map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}))
+	require.NoError(t, manifests.WaitInjecting(ctx, env.Client, "chart-probe", time.Minute))
 	t.Logf("chart install: serving certificate Ready %v after the apply, caBundle injected at %v",
 		issued.Round(time.Millisecond), injected.Round(time.Millisecond))
 
