@@ -81,7 +81,10 @@ func TestPassThroughAndLatency(t *testing.T) {
 func TestPartitionHoldsRequestsUntilHealed(t *testing.T) {
 	p := upstream(t)
 	p.Partition(true)
-	_, err := get(t, p, "/ok", 300*time.Millisecond)
+	resp, err := get(t, p, "/ok", 300*time.Millisecond)
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	require.Error(t, err, "a request went through a partition")
 
 	done := make(chan error, 1)
@@ -94,8 +97,8 @@ func TestPartitionHoldsRequestsUntilHealed(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	select {
-	case <-done:
-		t.Fatal("answered while partitioned")
+	case err := <-done:
+		t.Fatalf("answered while partitioned (error %v)", err)
 	default:
 	}
 	p.Partition(false)
