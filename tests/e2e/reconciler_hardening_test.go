@@ -121,7 +121,7 @@ func realisticPod(ns, name string) *corev1.Pod {
 			},
 			Annotations: map[string]string{
 				"kubectl.kubernetes.io/last-applied-configuration": lastApplied,
-				"prometheus.io/scrape": "true", "prometheus.io/port": "8081",
+				"prometheus.io/scrape":                             "true", "prometheus.io/port": "8081",
 				"kubectl.kubernetes.io/restartedAt": "2026-11-20T09:12:44Z",
 			},
 		},
