@@ -200,7 +200,7 @@ func (p *publisher) checkFamily(svc *corev1.Service) error {
 		return nil
 	}
 	family := corev1.IPv4Protocol
-	if addressType(p.cfg.Address) == discoveryv1.AddressTypeIPv6 {
+	if addressType(netip.MustParseAddr(p.cfg.Address)) == discoveryv1.AddressTypeIPv6 { // validated
 		family = corev1.IPv6Protocol
 	}
 	if slices.Contains(svc.Spec.IPFamilies, family) {
@@ -278,9 +278,8 @@ func (p *publisher) withdraw(ctx context.Context) error {
 	return nil
 }
 
-// addressType is the EndpointSlice address type of a validated address.
-func addressType(address string) discoveryv1.AddressType {
-	addr, _ := netip.ParseAddr(address) // validated
+// addressType is the EndpointSlice address type of an address.
+func addressType(addr netip.Addr) discoveryv1.AddressType {
 	if addr.Is6() && !addr.Is4In6() {
 		return discoveryv1.AddressTypeIPv6
 	}
@@ -288,8 +287,8 @@ func addressType(address string) discoveryv1.AddressType {
 }
 
 func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice {
-	addr, _ := netip.ParseAddr(p.cfg.Address) // validated
-	addrType := addressType(p.cfg.Address)
+	addr := netip.MustParseAddr(p.cfg.Address) // validated
+	addrType := addressType(addr)
 	ep := discoveryv1.Endpoint{
 		Addresses: []string{addr.Unmap().String()},
 		Conditions: discoveryv1.EndpointConditions{

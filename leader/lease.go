@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
 )
 
 // ErrLeadershipLost is returned by Run when this replica was the leader
@@ -370,7 +371,7 @@ func (e *election) release(ctx context.Context) error {
 	now := time.Now()
 	next := base.DeepCopy()
 	next.Spec.HolderIdentity = nil
-	next.Spec.LeaseDurationSeconds = ptrInt32(1)
+	next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
 	next.Spec.RenewTime = &metav1.MicroTime{Time: now}
 	next.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
@@ -380,8 +381,6 @@ func (e *election) release(ctx context.Context) error {
 	e.wrote(updated, now, time.Now())
 	return nil
 }
-
-func ptrInt32(v int32) *int32 { return &v }
 
 // recordEvent records an Event on the Lease, as client-go's locks do.
 func (e *election) recordEvent(reason, msg string) {
