@@ -5,9 +5,10 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/bin
 export FASTOVER_BIN := $(BIN)
 
-# Packages that need the local control plane (tests/cluster tests itself on one).
-E2E_PKGS := ./tests/...
-UNIT_PKGS = $(shell go list ./... | grep -v '/tests/')
+# Packages that need the local control plane: the suites under tests/, and
+# internal/cluster, which tests itself on one.
+E2E_PKGS := ./tests/... ./internal/cluster/...
+UNIT_PKGS = $(shell go list ./... | grep -v -e '/tests/' -e '/internal/cluster$$')
 
 GOTEST_FLAGS ?=
 E2E_TIMEOUT ?= 35m
@@ -44,6 +45,23 @@ lint: ## golangci-lint and actionlint on the workflows (pinned in tests/tools/li
 .PHONY: unit
 unit: ## unit tests (no control plane)
 	@pkgs="$(UNIT_PKGS)"; if [[ -z "$$pkgs" ]]; then echo "no unit-test packages yet"; else go test $(GOTEST_FLAGS) $$pkgs; fi
+
+# make cover: statement coverage of the unit tests, per package, against
+# the floors the project keeps (COVER_FLOORS, package=percent).
+COVER_FLOORS ?= leader=85 toleration=90 retrofit=70
+
+.PHONY: cover
+cover: ## unit-test statement coverage per package; fails below COVER_FLOORS (leader 85%, toleration 90%, retrofit 70%)
+	@go test -count=1 -cover $(UNIT_PKGS) | awk -v floors='$(COVER_FLOORS)' ' \
+		BEGIN { n = split(floors, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); floor[kv[1]] = kv[2] } \
+			printf "%-50s %9s %7s\n", "package", "coverage", "floor" } \
+		$$1 == "FAIL" { failed = 1; print; next } \
+		/coverage:/ { pkg = ""; for (i = 1; i <= NF; i++) { if ($$i ~ /^github.com\//) pkg = $$i; if ($$i == "coverage:") pct = $$(i+1) } \
+			if (pkg == "") next; short = pkg; sub(/^github.com\/fastover\/fastover\/?/, "", short); if (short == "") short = "."; \
+			v = pct; sub(/%/, "", v); fl = (short in floor) ? floor[short] "%" : "-"; mark = ""; \
+			if ((short in floor) && v + 0 < floor[short] + 0) { mark = "  BELOW"; failed = 1 } \
+			printf "%-50s %9s %7s%s\n", short, pct, fl, mark } \
+		END { exit failed }'
 
 .PHONY: e2e
 e2e: ## end-to-end tests on a local control plane
@@ -101,7 +119,7 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 		c[f], (ns[i]/c[i])/(ns[f]/c[f]), (al[i]/c[i])/(al[f]/c[f]) }' $(BIN)/bench/webhook.txt
 	go run ./tests/bench/webhookload -webhook $(BIN)/fastover-webhook -pod webhook/testdata/pod.json
 	@echo
-	go build -o $(BIN)/fastover-example ./cmd/fastover-example
+	go build -o $(BIN)/fastover-example ./examples/fastover-example
 	go build -o $(BIN)/leaderbaseline ./tests/bench/leaderbaseline
 	go run ./tests/bench/failover -bin $(BIN) -runs $(BENCH_RUNS)
 
@@ -114,8 +132,8 @@ DEMO_FLAGS ?=
 demo: ## show what fastover changes, on real Kubernetes components (GRACE=50s for Kubernetes' default grace period)
 	@echo "==> make demo: building what it needs into bin/ (a cold first build compiles Kubernetes and cert-manager from source: about 20 minutes on 2 cores; later runs reuse bin/ and take seconds)"
 	@tests/tools/build.sh etcd kwok kube certmanager
-	@echo "==> building fastover-webhook, fastover-example and fastover-demo (go build -o bin/ ./cmd/...)"
-	@go build -o $(BIN)/ ./cmd/...
+	@echo "==> building fastover-webhook, fastover-example and fastover-demo (go build -o bin/ ./cmd/... ./examples/...)"
+	@go build -o $(BIN)/ ./cmd/... ./examples/...
 	@echo
 	@$(BIN)/fastover-demo $(if $(GRACE),--grace=$(GRACE)) --svg=$(CURDIR)/demo-timeline.svg $(DEMO_FLAGS)
 

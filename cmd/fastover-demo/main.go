@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fastover/fastover/tests/demo"
+	"github.com/fastover/fastover/internal/demo"
 )
 
 func main() {

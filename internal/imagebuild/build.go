@@ -68,7 +68,7 @@ type Binary struct {
 // Binaries are the commands fastover ships as images.
 var Binaries = []Binary{
 	{Name: "fastover-webhook", Package: "./cmd/fastover-webhook"},
-	{Name: "fastover-example", Package: "./cmd/fastover-example"},
+	{Name: "fastover-example", Package: "./examples/fastover-example"},
 	{Name: "fastover-certs", Package: "./cmd/fastover-certs"},
 }
 

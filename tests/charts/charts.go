@@ -24,7 +24,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/internal/cluster"
 )
 
 // The charts.
@@ -108,7 +108,7 @@ func Render(ch *chartv2.Chart, rel Release, vals map[string]any) ([]*unstructure
 				return nil, fmt.Errorf("chart %s: %s: %w", ch.Name(), name, err)
 			}
 			// Through JSON, so that numbers are int64 and float64 as in
-			// apimachinery (and in tests/manifests' kustomize renders).
+			// apimachinery (and in internal/install's kustomize renders).
 			data, err := yaml.YAMLToJSON(doc)
 			if err != nil {
 				return nil, fmt.Errorf("chart %s: %s: %w", ch.Name(), name, err)

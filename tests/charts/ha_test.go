@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fastover/fastover/tests/charts"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/fleet"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/internal/install"
 )
 
 // caller calls the Service every 10 ms, as fleet.Call resolves it, and
@@ -77,7 +77,7 @@ func (c *caller) finish() {
 }
 
 // TestExampleHASwitchLive switches `ha` on a running example, 1 → 3 → 1
-// replicas, with the replicas as processes (tests/fleet) running as the
+// replicas, with the replicas as processes (internal/fleet) running as the
 // chart's ServiceAccount, bound to the chart's Role: helm upgrade applies
 // the new render and deletes what it no longer renders (the
 // PodDisruptionBudget); the Deployment's scaling is played by starting and
@@ -88,7 +88,7 @@ func TestExampleHASwitchLive(t *testing.T) {
 	env := cluster.Start(t, cluster.Options{Nodes: []string{"node-a"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	applier, err := manifests.NewApplier(env.Config)
+	applier, err := install.NewApplier(env.Config)
 	require.NoError(t, err)
 	require.NoError(t, env.CreateNamespace(ctx, exampleNS, restricted(nil)))
 
@@ -97,7 +97,7 @@ func TestExampleHASwitchLive(t *testing.T) {
 	upgrade := func(on bool) {
 		t.Helper()
 		objs := charts.Without(render(t, charts.Example, exampleNS, "ha="+map[bool]string{true: "true", false: "false"}[on]), "Deployment")
-		res, err := applier.Apply(ctx, objs, manifests.ApplyOptions{})
+		res, err := applier.Apply(ctx, objs, install.ApplyOptions{})
 		require.NoError(t, err)
 		assert.Empty(t, res.Warnings)
 		for _, o := range last {

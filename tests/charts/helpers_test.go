@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -44,7 +44,7 @@ func binary(t *testing.T, name string) string {
 			return
 		}
 		out, err := exec.Command("go", "build", "-o", buildDir+"/",
-			"github.com/fastover/fastover/cmd/fastover-webhook", "github.com/fastover/fastover/cmd/fastover-example").CombinedOutput()
+			"github.com/fastover/fastover/cmd/fastover-webhook", "github.com/fastover/fastover/examples/fastover-example").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}

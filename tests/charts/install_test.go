@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fastover/fastover/tests/certmanager"
+	"github.com/fastover/fastover/internal/certmanager"
 	"github.com/fastover/fastover/tests/charts"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -44,7 +44,7 @@ func TestChartInstall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	certmanager.Start(t, env)
-	applier, err := manifests.NewApplier(env.Config)
+	applier, err := install.NewApplier(env.Config)
 	require.NoError(t, err)
 
 	require.NoError(t, env.CreateNamespace(ctx, systemNS, restricted(nil)))
@@ -53,7 +53,7 @@ func TestChartInstall(t *testing.T) {
 	t.Run("ReadmeCombinations", func(t *testing.T) {
 		for _, in := range readmeInstalls(t) {
 			objs := render(t, in.chart, in.namespace, in.sets...)
-			res, err := applier.Apply(ctx, objs, manifests.ApplyOptions{DryRun: true})
+			res, err := applier.Apply(ctx, objs, install.ApplyOptions{DryRun: true})
 			require.NoError(t, err, "%s", in.line)
 			assert.Empty(t, res.Warnings, "warnings applying %s", in.line)
 		}
@@ -63,17 +63,17 @@ func TestChartInstall(t *testing.T) {
 	// processes stand for them (kwok's pods run nothing).
 	objs := render(t, charts.Webhook, systemNS)
 	start := time.Now()
-	res, err := applier.Apply(ctx, charts.Without(objs, "Deployment", "PodDisruptionBudget"), manifests.ApplyOptions{})
+	res, err := applier.Apply(ctx, charts.Without(objs, "Deployment", "PodDisruptionBudget"), install.ApplyOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, res.Warnings)
 	require.NoError(t, certmanager.WaitReady(ctx, env, systemNS, "fastover-webhook"))
 	issued := time.Since(start)
-	_, err = manifests.WaitCABundle(ctx, env.Client, "fastover", systemNS, "fastover-webhook-tls", time.Minute)
+	_, err = install.WaitCABundle(ctx, env.Client, "fastover", systemNS, "fastover-webhook-tls", time.Minute)
 	require.NoError(t, err)
 	injected := time.Since(start)
 
 	certDir := filepath.Join(t.TempDir(), "tls")
-	require.NoError(t, manifests.MirrorSecret(ctx, env.Client, systemNS, "fastover-webhook-tls", certDir, 100*time.Millisecond))
+	require.NoError(t, install.MirrorSecret(ctx, env.Client, systemNS, "fastover-webhook-tls", certDir, 100*time.Millisecond))
 	rule0 := ruleArgs(containerArgs(t, objs, "fastover-webhook"))
 	assert.Equal(t, []string{"--toleration-seconds=0"}, rule0)
 	binary(t, "fastover-webhook")
@@ -87,7 +87,7 @@ func TestChartInstall(t *testing.T) {
 	}
 	// The probe pods are bare: a labelled namespace without Pod Security.
 	require.NoError(t, env.CreateNamespace(ctx, "chart-probe", map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}))
-	require.NoError(t, manifests.WaitInjecting(ctx, env.Client, "chart-probe", time.Minute))
+	require.NoError(t, install.WaitInjecting(ctx, env.Client, "chart-probe", time.Minute))
 	t.Logf("chart install: serving certificate Ready %v after the apply, caBundle injected at %v",
 		issued.Round(time.Millisecond), injected.Round(time.Millisecond))
 
@@ -99,7 +99,7 @@ func TestChartInstall(t *testing.T) {
 	stream.waitMark(ctx, t, "unreachable=0s", 20)
 
 	upgraded := render(t, charts.Webhook, systemNS, "rule.tolerationSeconds=5")
-	res, err = applier.Apply(ctx, charts.Without(upgraded, "Deployment", "PodDisruptionBudget"), manifests.ApplyOptions{})
+	res, err = applier.Apply(ctx, charts.Without(upgraded, "Deployment", "PodDisruptionBudget"), install.ApplyOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, res.Warnings)
 	rule5 := ruleArgs(containerArgs(t, upgraded, "fastover-webhook"))

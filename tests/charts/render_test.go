@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fastover/fastover/tests/charts"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
 )
 
 func render(t *testing.T, chart, ns string, sets ...string) []*unstructured.Unstructured {
@@ -56,15 +56,15 @@ func TestLint(t *testing.T) {
 	}
 }
 
-// install is one `helm install` or `helm upgrade` command of the README.
-type install struct {
+// helmInstall is one `helm install` or `helm upgrade` command of the README.
+type helmInstall struct {
 	line      string
 	chart     string
 	namespace string
 	sets      []string
 }
 
-func (i install) String() string {
+func (i helmInstall) String() string {
 	out := []string{i.chart}
 	for _, s := range i.sets {
 		if len(s) > 40 {
@@ -84,24 +84,30 @@ var (
 // testCAPEM stands for the files the README passes with --set-file.
 const testCAPEM = "-----BEGIN CERTIFICATE-----\nMIIBfTCCASOgAwIBAgIBATAKBggqhkjOPQQDAjAAMB4XDTI2MDEwMTAwMDAwMFoXDTM2MDEwMTAwMDAwMFowADBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABA==\n-----END CERTIFICATE-----\n"
 
-// readmeInstalls returns the helm commands of the README's "Install with
-// Helm" section: every values combination it documents. Continued lines
+// readmeInstalls returns the helm commands of the README and docs/
+// (docs/install.md): every values combination they document. Continued lines
 // (ending in a backslash) are joined.
-func readmeInstalls(t *testing.T) []install {
+func readmeInstalls(t *testing.T) []helmInstall {
 	t.Helper()
 	root, err := cluster.ModuleRoot()
 	require.NoError(t, err)
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
-	text := strings.ReplaceAll(string(data), "\\\n", " ")
-	var out []install
+	var all []byte
+	for _, f := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		all = append(append(all, data...), '\n')
+	}
+	text := strings.ReplaceAll(string(all), "\\\n", " ")
+	var out []helmInstall
 	for _, line := range strings.Split(text, "\n") {
 		line = strings.Join(strings.Fields(line), " ")
 		m := helmCmd.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
-		in := install{line: line, chart: m[1], namespace: "default"}
+		in := helmInstall{line: line, chart: m[1], namespace: "default"}
 		for _, s := range setFlag.FindAllStringSubmatch(m[2], -1) {
 			set := strings.Trim(s[1], `'"`)
 			if strings.HasPrefix(s[0], "--set-file") {
@@ -120,7 +126,7 @@ func readmeInstalls(t *testing.T) []install {
 	for _, in := range out {
 		charts[in.chart] = true
 	}
-	require.True(t, charts["fastover"] && charts["fastover-example"], "the README documents no helm install of both charts: %v", out)
+	require.True(t, charts["fastover"] && charts["fastover-example"], "README.md and docs/ document no helm install of both charts: %v", out)
 	return out
 }
 
@@ -306,9 +312,9 @@ func TestNoDrift(t *testing.T) {
 		{"example", charts.Example, "fastover-example", []string{"namespace.create=true"}, []string{"PodDisruptionBudget"}},
 	} {
 		t.Run(tc.kustomization, func(t *testing.T) {
-			dir, err := manifests.Dir()
+			dir, err := install.Dir()
 			require.NoError(t, err)
-			want, err := manifests.Render(filepath.Join(dir, tc.kustomization))
+			want, err := install.Render(filepath.Join(dir, tc.kustomization))
 			require.NoError(t, err)
 			got := charts.Without(render(t, tc.chart, tc.ns, tc.sets...), tc.chartOnly...)
 			assertSameObjects(t, want, got)

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/tests/certmanager"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/certmanager"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
 )
 
 // TestCertManagerIssuesChain runs the real cert-manager (its controllers
@@ -118,7 +118,7 @@ func TestCertManagerIssuesChain(t *testing.T) {
 		}
 		return got.Webhooks[0].ClientConfig.CABundle
 	}
-	injected, err := manifests.WaitCABundle(ctx, env.Client, mwc.Name, ns, "serving-tls", time.Minute)
+	injected, err := install.WaitCABundle(ctx, env.Client, mwc.Name, ns, "serving-tls", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, string(caPEM), string(injected))
 	t.Logf("caBundle injected %v after the webhook configuration was created", time.Since(created).Round(time.Millisecond))

@@ -20,9 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/tests/faultproxy"
-	"github.com/fastover/fastover/tests/fleet"
+	"github.com/fastover/fastover/internal/fleet"
 )
 
 // chaosDurations are short, so that many failovers fit in a run; API

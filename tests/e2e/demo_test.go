@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fastover/fastover/tests/demo"
+	"github.com/fastover/fastover/internal/demo"
 )
 
 // TestDemoQuick runs `make demo`'s scenarios in quick mode, so that CI

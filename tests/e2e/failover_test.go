@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/internal/cluster"
 )
 
 // TestTolerationDecidesFailover reproduces, with real Kubernetes code and

@@ -25,8 +25,8 @@ import (
 
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/imagebuild"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/fleet"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/tests/images"
 	"github.com/fastover/fastover/webhook"
 )

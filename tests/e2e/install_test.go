@@ -18,9 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/certs"
-	"github.com/fastover/fastover/tests/certmanager"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/certmanager"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -43,9 +43,9 @@ func TestInstall(t *testing.T) {
 	defer cancel()
 	certmanager.Start(t, env)
 
-	dir, err := manifests.Dir()
+	dir, err := install.Dir()
 	require.NoError(t, err)
-	applier, err := manifests.NewApplier(env.Config)
+	applier, err := install.NewApplier(env.Config)
 	require.NoError(t, err)
 
 	// The webhook runs here, not in the cluster: the "local" overlay, with
@@ -53,21 +53,21 @@ func TestInstall(t *testing.T) {
 	ports, err := cluster.FreePorts(3)
 	require.NoError(t, err)
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	local, err := manifests.Render(filepath.Join(dir, "overlays/local"))
+	local, err := install.Render(filepath.Join(dir, "overlays/local"))
 	require.NoError(t, err)
-	mwc := manifests.Find(local, "MutatingWebhookConfiguration", "fastover")
+	mwc := install.Find(local, "MutatingWebhookConfiguration", "fastover")
 	require.NotNil(t, mwc)
-	require.NoError(t, manifests.SetWebhookURL(mwc, "https://"+addr+webhook.Path))
+	require.NoError(t, install.SetWebhookURL(mwc, "https://"+addr+webhook.Path))
 
 	start := time.Now()
-	res, err := applier.Apply(ctx, local, manifests.ApplyOptions{})
+	res, err := applier.Apply(ctx, local, install.ApplyOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, res.Warnings, "warnings applying overlays/local")
 
 	// cert-manager issues the chain and injects the CA.
 	require.NoError(t, certmanager.WaitReady(ctx, env, systemNS, servingCert))
 	issued := time.Since(start)
-	caPEM, err := manifests.WaitCABundle(ctx, env.Client, "fastover", systemNS, servingTLS, time.Minute)
+	caPEM, err := install.WaitCABundle(ctx, env.Client, "fastover", systemNS, servingTLS, time.Minute)
 	require.NoError(t, err)
 	injected := time.Since(start)
 
@@ -75,7 +75,7 @@ func TestInstall(t *testing.T) {
 	wh := &webhookServer{certDir: filepath.Join(t.TempDir(), "tls")}
 	mirrorCtx, stopMirror := context.WithCancel(ctx)
 	defer stopMirror()
-	require.NoError(t, manifests.MirrorSecret(mirrorCtx, env.Client, systemNS, servingTLS, wh.certDir, 100*time.Millisecond))
+	require.NoError(t, install.MirrorSecret(mirrorCtx, env.Client, systemNS, servingTLS, wh.certDir, 100*time.Millisecond))
 	binary(t, "fastover-webhook") // built before the clock runs on
 	serving := time.Now()
 	wh.runAt(t, env, ports)
@@ -83,13 +83,13 @@ func TestInstall(t *testing.T) {
 
 	// Everything else renders and passes validation and admission (dry
 	// run): the webhook Deployment as the restricted profile wants it.
-	kustomizations, err := manifests.Kustomizations(dir)
+	kustomizations, err := install.Kustomizations(dir)
 	require.NoError(t, err)
 	for _, k := range kustomizations {
 		if k == "overlays/local" || k == "example" {
 			continue
 		}
-		res, err := applier.ApplyDir(ctx, filepath.Join(dir, k), manifests.ApplyOptions{DryRun: true})
+		res, err := applier.ApplyDir(ctx, filepath.Join(dir, k), install.ApplyOptions{DryRun: true})
 		require.NoError(t, err, "dry run of %s", k)
 		assert.Empty(t, res.Warnings, "warnings applying %s", k)
 	}
@@ -97,7 +97,7 @@ func TestInstall(t *testing.T) {
 	// The HA example for real: its pods pass the restricted profile and
 	// are injected through the TLS that cert-manager set up.
 	exampleApplied := time.Now()
-	res, err = applier.ApplyDir(ctx, filepath.Join(dir, "example"), manifests.ApplyOptions{})
+	res, err = applier.ApplyDir(ctx, filepath.Join(dir, "example"), install.ApplyOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, res.Warnings, "warnings applying example")
 	var firstInjected time.Duration

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/fleet"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
 )
 
 // TestLeaderPublishing: replicas with exactly the documented Role, on an

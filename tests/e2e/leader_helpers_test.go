@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/fleet"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
 )
 
 var shortDurations = fleet.Durations{Lease: 4 * time.Second, Renew: 3 * time.Second, Retry: time.Second}

@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/leader"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/fleet"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
 )
 
 // TestLeaderThreeReplicas: three replicas, one leader, and the Service's

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/internal/cluster"
 )
 
 // app names a one-replica Deployment.

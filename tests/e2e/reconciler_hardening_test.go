@@ -31,8 +31,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/retrofit"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -44,9 +44,9 @@ const reconcilerSA = "fastover-reconciler"
 // returns a kubeconfig that authenticates as that ServiceAccount.
 func installReconcilerAccess(ctx context.Context, t *testing.T, env *cluster.Env) string {
 	t.Helper()
-	dir, err := manifests.Dir()
+	dir, err := install.Dir()
 	require.NoError(t, err)
-	objs, err := manifests.Render(filepath.Join(dir, "overlays/reconcile"))
+	objs, err := install.Render(filepath.Join(dir, "overlays/reconcile"))
 	require.NoError(t, err)
 	var access []*unstructured.Unstructured
 	for _, o := range objs {
@@ -59,9 +59,9 @@ func installReconcilerAccess(ctx context.Context, t *testing.T, env *cluster.Env
 			access = append(access, o)
 		}
 	}
-	applier, err := manifests.NewApplier(env.Config)
+	applier, err := install.NewApplier(env.Config)
 	require.NoError(t, err)
-	res, err := applier.Apply(ctx, access, manifests.ApplyOptions{})
+	res, err := applier.Apply(ctx, access, install.ApplyOptions{})
 	require.NoError(t, err)
 	for _, w := range res.Warnings {
 		t.Logf("apply warning: %s", w)

@@ -23,8 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/retrofit"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -199,16 +199,16 @@ func TestRetrofit(t *testing.T) {
 	t.Run("RuleOfTheInstalledWebhook", func(t *testing.T) {
 		// The tuned overlay's Deployment, scaled to 0: audit applies the
 		// rule of its args unless told otherwise.
-		dir, err := manifests.Dir()
+		dir, err := install.Dir()
 		require.NoError(t, err)
-		objs, err := manifests.Render(filepath.Join(dir, "overlays/tuned"))
+		objs, err := install.Render(filepath.Join(dir, "overlays/tuned"))
 		require.NoError(t, err)
-		d := manifests.Find(objs, "Deployment", "fastover-webhook")
+		d := install.Find(objs, "Deployment", "fastover-webhook")
 		require.NotNil(t, d)
 		require.NoError(t, unstructured.SetNestedField(d.Object, int64(0), "spec", "replicas"))
-		applier, err := manifests.NewApplier(env.Config)
+		applier, err := install.NewApplier(env.Config)
 		require.NoError(t, err)
-		_, err = applier.Apply(ctx, []*unstructured.Unstructured{manifests.Find(objs, "Namespace", systemNS), d}, manifests.ApplyOptions{})
+		_, err = applier.Apply(ctx, []*unstructured.Unstructured{install.Find(objs, "Namespace", systemNS), d}, install.ApplyOptions{})
 		require.NoError(t, err)
 		defer func() {
 			assert.NoError(t, c.AppsV1().Deployments(systemNS).Delete(ctx, d.GetName(), metav1.DeleteOptions{}))

@@ -37,8 +37,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/certs"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -59,13 +59,13 @@ func webhookBinary(t *testing.T) string {
 // covers the shutdown delay and drain, and with failurePolicy Fail they
 // have a priority class the overlay ships.
 func TestWebhookManifestsHardening(t *testing.T) {
-	dir, err := manifests.Dir()
+	dir, err := install.Dir()
 	require.NoError(t, err)
 	for _, k := range []string{".", "overlays/tuned", "overlays/fail-closed"} {
 		t.Run(k, func(t *testing.T) {
-			objs, err := manifests.Render(filepath.Join(dir, k))
+			objs, err := install.Render(filepath.Join(dir, k))
 			require.NoError(t, err)
-			o := manifests.Find(objs, "Deployment", "fastover-webhook")
+			o := install.Find(objs, "Deployment", "fastover-webhook")
 			require.NotNil(t, o)
 			var dep appsv1.Deployment
 			require.NoError(t, fromUnstructured(o.Object, &dep))
@@ -91,12 +91,12 @@ func TestWebhookManifestsHardening(t *testing.T) {
 			assert.Greater(t, time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second, delay+timeout)
 			assert.Equal(t, "128Mi", pod.Containers[0].Resources.Limits.Memory().String(), "the limit the memory test holds it to")
 
-			mwc := manifests.Find(objs, "MutatingWebhookConfiguration", "fastover")
+			mwc := install.Find(objs, "MutatingWebhookConfiguration", "fastover")
 			require.NotNil(t, mwc)
 			policy, _, _ := unstructuredString(mwc.Object, "webhooks", "failurePolicy")
 			if policy == string(admissionregistrationv1.Fail) {
 				require.NotEmpty(t, pod.PriorityClassName, "failurePolicy Fail needs a priority class")
-				pc := manifests.Find(objs, "PriorityClass", pod.PriorityClassName)
+				pc := install.Find(objs, "PriorityClass", pod.PriorityClassName)
 				require.NotNil(t, pc, "the overlay ships PriorityClass %s", pod.PriorityClassName)
 				var class schedulingv1.PriorityClass
 				require.NoError(t, fromUnstructured(pc.Object, &class))

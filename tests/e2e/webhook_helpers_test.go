@@ -25,8 +25,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/certs"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -45,7 +45,7 @@ func binary(t *testing.T, name string) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "github.com/fastover/fastover/cmd/...")
+		cmd := exec.Command("go", "build", "-o", buildDir+"/", "github.com/fastover/fastover/cmd/...", "github.com/fastover/fastover/examples/...")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
@@ -203,7 +203,7 @@ func waitInjecting(ctx context.Context, t *testing.T, env *cluster.Env) {
 			t.Fatal(err)
 		}
 	}
-	if err := manifests.WaitInjecting(ctx, env.Client, probeNS, 30*time.Second); err != nil {
+	if err := install.WaitInjecting(ctx, env.Client, probeNS, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }

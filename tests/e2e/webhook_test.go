@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/webhook"
 )
 

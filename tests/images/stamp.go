@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/fastover/fastover/internal/imagebuild"
-	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/internal/cluster"
 )
 
 // What the tests stamp into the images they build: fixed, so that a test

@@ -7,7 +7,7 @@
 // the first answer from the new leader to a client that keeps resolving
 // the Service through its EndpointSlices and calling GET /. Runs of the two
 // implementations alternate, so drift in the machine's load hits both.
-// `make bench` runs it on a local control plane (tests/cluster).
+// `make bench` runs it on a local control plane (internal/cluster).
 package main
 
 import (
@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/fleet"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
 )
 
 func main() {

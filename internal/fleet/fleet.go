@@ -1,6 +1,6 @@
 // Package fleet runs replicas of a leader-elected controller binary
 // (fastover-example, or the client-go baseline of the benchmarks) as local
-// processes beside a tests/cluster control plane, and plays their client:
+// processes beside an internal/cluster control plane, and plays their client:
 // it resolves the Service through its EndpointSlices and calls GET /.
 //
 // Local replicas publish addresses from TEST-NET-1 (192.0.2.N: the API
@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/internal/cluster"
 )
 
 // PublishedNet is the prefix of the addresses replicas publish.

@@ -1,5 +1,5 @@
 // Package certmanager runs a real cert-manager beside a local control plane
-// (package tests/cluster), for the end-to-end tests and the demo.
+// (package internal/cluster), for the end-to-end tests and the demo.
 //
 // The cert-manager is bin/cert-manager-local (built by
 // `tests/tools/build.sh certmanager` from the pinned module in

@@ -20,9 +20,9 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 
 	"github.com/fastover/fastover/leader"
-	"github.com/fastover/fastover/tests/fleet"
+	"github.com/fastover/fastover/internal/fleet"
 
-	"github.com/fastover/fastover/tests/cluster"
+	"github.com/fastover/fastover/internal/cluster"
 )
 
 // timeline records a scenario's events relative to its fault.

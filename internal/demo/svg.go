@@ -92,7 +92,7 @@ func RenderSVG(s *Summary) string {
 	}
 	y += 30
 	b.text(svgMargin, y, 11, "normal", colorMuted, "start",
-		"Written by `make demo` (tests/demo): every time is measured on this run, except the defaults, derived from what ran (see the summary table).")
+		"Written by `make demo` (internal/demo): every time is measured on this run, except the defaults, derived from what ran (see the summary table).")
 	y += 14
 
 	var out strings.Builder

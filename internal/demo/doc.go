@@ -1,7 +1,7 @@
 // Package demo is `make demo`: it shows, with real Kubernetes components
 // on this machine, what fastover changes.
 //
-// Run starts a local control plane (package tests/cluster: etcd,
+// Run starts a local control plane (package internal/cluster: etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler and kwok nodes)
 // with a short node-monitor grace period, runs the real cert-manager
 // (package tests/certmanager), installs fastover from manifests/overlays/local
@@ -9,8 +9,8 @@
 // certificate cert-manager issued), and creates a namespace labelled
 // fastover.io/inject=enabled beside an unlabelled one, the control group,
 // each with a Deployment on the kwok nodes. It runs three replicas of
-// cmd/fastover-example, on the leader library, behind a selector-less
-// Service (package tests/fleet). Then it plays the scenarios and measures
+// examples/fastover-example, on the leader library, behind a selector-less
+// Service (package internal/fleet). Then it plays the scenarios and measures
 // them, each against what Kubernetes does without fastover:
 //
 //   - a node is lost: the injected pod runs on another node right after

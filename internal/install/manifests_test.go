@@ -1,4 +1,4 @@
-package manifests_test
+package install_test
 
 import (
 	"path/filepath"
@@ -15,22 +15,22 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/webhook"
 )
 
 func render(t *testing.T, rel string) []*unstructured.Unstructured {
 	t.Helper()
-	dir, err := manifests.Dir()
+	dir, err := install.Dir()
 	require.NoError(t, err)
-	objs, err := manifests.Render(filepath.Join(dir, rel))
+	objs, err := install.Render(filepath.Join(dir, rel))
 	require.NoError(t, err)
 	return objs
 }
 
 func decode[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name string) *T {
 	t.Helper()
-	o := manifests.Find(objs, kind, name)
+	o := install.Find(objs, kind, name)
 	require.NotNil(t, o, "no %s %s", kind, name)
 	out := new(T)
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, out, true))
@@ -38,9 +38,9 @@ func decode[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name s
 }
 
 func TestEveryKustomizationRenders(t *testing.T) {
-	dir, err := manifests.Dir()
+	dir, err := install.Dir()
 	require.NoError(t, err)
-	dirs, err := manifests.Kustomizations(dir)
+	dirs, err := install.Kustomizations(dir)
 	require.NoError(t, err)
 	for _, want := range []string{".", "webhook", "cert-manager", "example", "overlays/local", "overlays/fail-closed", "overlays/tuned", "overlays/reconcile"} {
 		assert.Contains(t, dirs, want)
@@ -66,7 +66,7 @@ func TestWebhookInstallFitsTogether(t *testing.T) {
 	dep := decode[appsv1.Deployment](t, objs, "Deployment", "fastover-webhook")
 	svc := decode[corev1.Service](t, objs, "Service", "fastover-webhook")
 	mwc := decode[admissionv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", "fastover")
-	cert := manifests.Find(objs, "Certificate", "fastover-webhook")
+	cert := install.Find(objs, "Certificate", "fastover-webhook")
 	require.NotNil(t, cert)
 
 	assert.Equal(t, int32(2), *dep.Spec.Replicas)
@@ -103,11 +103,11 @@ func TestWebhookInstallFitsTogether(t *testing.T) {
 func TestOverlays(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		objs := render(t, "overlays/local")
-		assert.Nil(t, manifests.Find(objs, "Deployment", "fastover-webhook"))
+		assert.Nil(t, install.Find(objs, "Deployment", "fastover-webhook"))
 		mwc := decode[admissionv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", "fastover")
 		assert.Nil(t, mwc.Webhooks[0].ClientConfig.Service)
 		assert.Equal(t, "https://127.0.0.1:9443"+webhook.Path, *mwc.Webhooks[0].ClientConfig.URL)
-		ips, _, _ := unstructured.NestedStringSlice(manifests.Find(objs, "Certificate", "fastover-webhook").Object, "spec", "ipAddresses")
+		ips, _, _ := unstructured.NestedStringSlice(install.Find(objs, "Certificate", "fastover-webhook").Object, "spec", "ipAddresses")
 		assert.Equal(t, []string{"127.0.0.1"}, ips)
 	})
 	t.Run("fail-closed", func(t *testing.T) {

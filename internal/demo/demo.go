@@ -20,10 +20,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/leader"
-	"github.com/fastover/fastover/tests/certmanager"
-	"github.com/fastover/fastover/tests/cluster"
-	"github.com/fastover/fastover/tests/fleet"
-	"github.com/fastover/fastover/tests/manifests"
+	"github.com/fastover/fastover/internal/certmanager"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -58,9 +58,9 @@ type Options struct {
 	BinDir string
 	// WebhookBinary and ExampleBinary are fastover-webhook and
 	// fastover-example; empty means BinDir/fastover-webhook and
-	// BinDir/fastover-example (`go build -o bin/ ./cmd/...`).
+	// BinDir/fastover-example (`go build -o bin/ ./cmd/... ./examples/...`).
 	WebhookBinary, ExampleBinary string
-	// ManifestsDir is fastover's manifests/; empty means manifests.Dir().
+	// ManifestsDir is fastover's manifests/; empty means install.Dir().
 	ManifestsDir string
 }
 
@@ -138,11 +138,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	for _, b := range []string{o.WebhookBinary, o.ExampleBinary} {
 		if _, err := os.Stat(b); err != nil {
-			return o, fmt.Errorf("%s is missing: run `make demo`, or `go build -o bin/ ./cmd/...` at the repository root", b)
+			return o, fmt.Errorf("%s is missing: run `make demo`, or `go build -o bin/ ./cmd/... ./examples/...` at the repository root", b)
 		}
 	}
 	if o.ManifestsDir == "" {
-		dir, err := manifests.Dir()
+		dir, err := install.Dir()
 		if err != nil {
 			return o, err
 		}
@@ -325,23 +325,23 @@ func (d *demo) install(ctx context.Context) error {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	done = d.step("installing fastover: manifests/overlays/local applied server-side, the webhook called at https://%s%s", addr, webhook.Path)
-	objs, err := manifests.Render(filepath.Join(d.opts.ManifestsDir, "overlays", "local"))
+	objs, err := install.Render(filepath.Join(d.opts.ManifestsDir, "overlays", "local"))
 	if err != nil {
 		return err
 	}
-	mwc := manifests.Find(objs, "MutatingWebhookConfiguration", "fastover")
+	mwc := install.Find(objs, "MutatingWebhookConfiguration", "fastover")
 	if mwc == nil {
 		return errors.New("overlays/local has no MutatingWebhookConfiguration fastover")
 	}
-	if err := manifests.SetWebhookURL(mwc, "https://"+addr+webhook.Path); err != nil {
+	if err := install.SetWebhookURL(mwc, "https://"+addr+webhook.Path); err != nil {
 		return err
 	}
-	applier, err := manifests.NewApplier(env.Config)
+	applier, err := install.NewApplier(env.Config)
 	if err != nil {
 		return err
 	}
 	applied := time.Now()
-	res, err := applier.Apply(ctx, objs, manifests.ApplyOptions{})
+	res, err := applier.Apply(ctx, objs, install.ApplyOptions{})
 	if err != nil {
 		return err
 	}
@@ -358,14 +358,14 @@ func (d *demo) install(ctx context.Context) error {
 		return err
 	}
 	issued := time.Since(applied)
-	if _, err := manifests.WaitCABundle(ctx, env.Client, "fastover", systemNS, servingSecret, time.Minute); err != nil {
+	if _, err := install.WaitCABundle(ctx, env.Client, "fastover", systemNS, servingSecret, time.Minute); err != nil {
 		return err
 	}
 	injected := time.Since(applied)
 	// The kubelet's part for a webhook outside the cluster: the Secret's
 	// files in the webhook's --cert-dir, kept up to date.
 	d.certDir = filepath.Join(d.envDir, "webhook-tls")
-	if err := manifests.MirrorSecret(ctx, env.Client, systemNS, servingSecret, d.certDir, 200*time.Millisecond); err != nil {
+	if err := install.MirrorSecret(ctx, env.Client, systemNS, servingSecret, d.certDir, 200*time.Millisecond); err != nil {
 		return err
 	}
 	p, err := env.StartProcess("fastover-webhook", d.opts.WebhookBinary,
@@ -389,7 +389,7 @@ func (d *demo) install(ctx context.Context) error {
 	if err := env.CreateNamespace(ctx, controlNS, nil); err != nil {
 		return err
 	}
-	if err := manifests.WaitInjecting(ctx, env.Client, injectedNS, time.Minute); err != nil {
+	if err := install.WaitInjecting(ctx, env.Client, injectedNS, time.Minute); err != nil {
 		return err
 	}
 	d.out.Printf("    cert-manager issued the Certificate %s/%s %s after the apply, its cainjector set the webhook's caBundle at %s",
