@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fastover/fastover/internal/cluster"
-	"github.com/fastover/fastover/tests/faultproxy"
+	"github.com/fastover/fastover/tests/harness/faultproxy"
 	"github.com/fastover/fastover/internal/fleet"
 )
 

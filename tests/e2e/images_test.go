@@ -24,11 +24,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/certs"
-	"github.com/fastover/fastover/internal/imagebuild"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
-	"github.com/fastover/fastover/tests/images"
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/internal/imagebuild"
+	"github.com/fastover/fastover/tests/harness/images"
+	"github.com/fastover/fastover/toleration"
 )
 
 // TestImageWebhook runs the fastover-webhook image with podman as the
@@ -106,7 +106,7 @@ func TestImageWebhook(t *testing.T) {
 	require.NoError(t, env.CreateNamespace(ctx, ns, injectLabel()))
 	pod, err := env.Client.CoreV1().Pods(ns).Create(ctx, bare("direct"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "unreachable=0s", pod.Annotations[webhook.AnnotationInjected])
+	assert.Equal(t, "unreachable=0s", pod.Annotations[toleration.AnnotationInjected])
 	assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](0))
 	got, err := w.servedSerial()
 	require.NoError(t, err)
