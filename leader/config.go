@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
+	"k8s.io/utils/clock"
 )
 
 // Defaults, the same as client-go's leader election.
@@ -34,7 +34,9 @@ const (
 // upstream form, as in "endpointslice-controller.k8s.io".)
 const ManagedBy = "leader.fastover.io"
 
-// Config configures an Elector. Zero values mean the defaults.
+// Config configures an Elector. Zero values mean the defaults; Validate
+// reports what is wrong. Neither reads the environment: Identity's default
+// is picked by New, and EndpointFromEnv reads the downward API.
 type Config struct {
 	// Client reaches the API server. Required.
 	Client kubernetes.Interface
@@ -44,12 +46,10 @@ type Config struct {
 	LeaseName string
 	// Identity names this replica in the Lease. It must be unique to this
 	// process: two processes under one identity could both act, since a
-	// replica trusts a record that names it. Default: $POD_NAME, else the
-	// host name, followed by "_" and 8 random hexadecimal digits, so that
-	// a Pod recreated under the same name (a StatefulSet's, after a force
-	// delete) or hostNetwork Pods sharing a host name never share one. A
-	// given Identity is used as it is; a record naming it that this
-	// process did not write is still waited out like another holder's.
+	// replica trusts a record that names it. If empty, New uses
+	// DefaultIdentity(). A given Identity is used as it is; a record
+	// naming it that this process did not write is still waited out like
+	// another holder's.
 	Identity string
 
 	// LeaseDuration is how long a Lease lasts after its last renewal for
@@ -63,25 +63,9 @@ type Config struct {
 	// WorkStopTimeout, see DefaultWorkStopTimeout.
 	WorkStopTimeout time.Duration
 
-	// Service, if set, is the Service the leader publishes itself in, as
-	// its only endpoint. It must have no selector, unless RemoveSelector.
-	Service string
-	// Address is the IP address the leader publishes. Default: $POD_IP.
-	// Required with Service.
-	Address string
-	// Ports are the ports of the published endpoint. Default: one per port
-	// of the Service, with its name and protocol, and its targetPort if
-	// that is a number, else its port.
-	Ports []discoveryv1.EndpointPort
-	// PodName and NodeName, if set, fill the endpoint's targetRef and
-	// nodeName. Defaults: $POD_NAME and $NODE_NAME.
-	PodName  string
-	NodeName string
-	// RemoveSelector lets the leader remove the Service's selector, the
-	// step that moves a Service from selector mode to this one. Without
-	// it, a Service with a selector is reported (log and Event) and left
-	// alone.
-	RemoveSelector bool
+	// Endpoint, if set, makes the leader publish itself as the only
+	// endpoint of a Service. Nil: election only.
+	Endpoint *EndpointConfig
 
 	// OnNewLeader, if set, is called with the identity of each new leader
 	// this replica observes, itself included.
@@ -93,44 +77,50 @@ type Config struct {
 	EventRecorder record.EventRecorder
 	// Logger logs; default klog's.
 	Logger logr.Logger
+	// Clock tells the time and makes the timers of the elector; default
+	// the real clock. Tests give a fake one.
+	Clock clock.Clock
 }
 
-// withDefaults returns the config with every default filled in.
-func (c Config) withDefaults() Config {
-	if c.Identity == "" {
-		c.Identity = DefaultIdentity()
+// EndpointConfig is what the leader publishes, and where.
+type EndpointConfig struct {
+	// Service is the Service the leader publishes itself in, as its only
+	// endpoint. It must have no selector, unless RemoveSelector. Required.
+	Service string
+	// Address is the IP address the leader publishes. Required.
+	Address string
+	// Ports are the ports of the published endpoint. Default: one per port
+	// of the Service, with its name and protocol, and its targetPort if
+	// that is a number, else its port.
+	Ports []discoveryv1.EndpointPort
+	// PodName and NodeName, if set, fill the endpoint's targetRef and
+	// nodeName.
+	PodName  string
+	NodeName string
+	// RemoveSelector lets the leader remove the Service's selector, the
+	// step that moves a Service from selector mode to this one. Without
+	// it, a Service with a selector is reported (log and Event) and left
+	// alone.
+	RemoveSelector bool
+}
+
+// EndpointFromEnv returns the endpoint of a replica that runs in a Pod,
+// for service: Address, PodName and NodeName are $POD_IP, $POD_NAME and
+// $NODE_NAME, which the Pod sets from the downward API (status.podIP,
+// metadata.name, spec.nodeName). The caller may change any field after.
+func EndpointFromEnv(service string) *EndpointConfig {
+	return &EndpointConfig{
+		Service:  service,
+		Address:  os.Getenv("POD_IP"),
+		PodName:  os.Getenv("POD_NAME"),
+		NodeName: os.Getenv("NODE_NAME"),
 	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = DefaultLeaseDuration
-	}
-	if c.RenewDeadline == 0 {
-		c.RenewDeadline = DefaultRenewDeadline
-	}
-	if c.RetryPeriod == 0 {
-		c.RetryPeriod = DefaultRetryPeriod
-	}
-	if c.WorkStopTimeout == 0 {
-		c.WorkStopTimeout = DefaultWorkStopTimeout
-	}
-	if c.Service != "" {
-		if c.Address == "" {
-			c.Address = os.Getenv("POD_IP")
-		}
-		if c.PodName == "" {
-			c.PodName = os.Getenv("POD_NAME")
-		}
-		if c.NodeName == "" {
-			c.NodeName = os.Getenv("NODE_NAME")
-		}
-	}
-	if c.Logger.GetSink() == nil {
-		c.Logger = klog.Background()
-	}
-	return c
 }
 
 // DefaultIdentity returns an identity unique to this process: $POD_NAME,
-// else the host name, then "_" and 8 random hexadecimal digits; "" if
+// else the host name, then "_" and 8 random hexadecimal digits, so that a
+// Pod recreated under the same name (a StatefulSet's, after a force
+// delete) or hostNetwork Pods sharing a host name never share one; "" if
 // there is neither name. Each call returns a new one.
 func DefaultIdentity() string {
 	name := os.Getenv("POD_NAME")
@@ -143,52 +133,81 @@ func DefaultIdentity() string {
 	return fmt.Sprintf("%s_%08x", name, rand.Uint32())
 }
 
-// Validate reports what is wrong with the config, defaults applied: all of
-// it, in one error.
+// withDefaults returns the config with every default filled in, except
+// Identity's (New's business).
+func (c Config) withDefaults() Config {
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	if c.RenewDeadline == 0 {
+		c.RenewDeadline = DefaultRenewDeadline
+	}
+	if c.RetryPeriod == 0 {
+		c.RetryPeriod = DefaultRetryPeriod
+	}
+	if c.WorkStopTimeout == 0 {
+		c.WorkStopTimeout = DefaultWorkStopTimeout
+	}
+	if c.Logger.GetSink() == nil {
+		c.Logger = klog.Background()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	return c
+}
+
+// Validate reports what is wrong with the config, defaults applied: every
+// problem, in one error, each naming its field.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", "Config."+field, fmt.Sprintf(format, args...)))
+	}
 	if c.Client == nil {
-		errs = append(errs, errors.New("no Client"))
+		bad("Client", "required")
 	}
 	if c.Namespace == "" {
-		errs = append(errs, errors.New("no Namespace"))
+		bad("Namespace", "required")
 	}
 	if c.LeaseName == "" {
-		errs = append(errs, errors.New("no LeaseName"))
-	}
-	if c.Identity == "" {
-		errs = append(errs, errors.New("no Identity (and neither POD_NAME nor the host name gives one)"))
+		bad("LeaseName", "required")
 	}
 	if c.LeaseDuration < time.Second {
-		errs = append(errs, fmt.Errorf("LeaseDuration %v must be at least 1s (the Lease counts whole seconds)", c.LeaseDuration))
+		bad("LeaseDuration", "%v must be at least 1s (the Lease counts whole seconds)", c.LeaseDuration)
 	}
 	if c.LeaseDuration%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("LeaseDuration %v must be whole seconds (the Lease counts whole seconds)", c.LeaseDuration))
+		bad("LeaseDuration", "%v must be whole seconds (the Lease counts whole seconds)", c.LeaseDuration)
 	}
 	if c.RenewDeadline >= c.LeaseDuration {
-		errs = append(errs, fmt.Errorf("RenewDeadline %v must be less than LeaseDuration %v, so the leader stops before another replica may take over", c.RenewDeadline, c.LeaseDuration))
+		bad("RenewDeadline", "%v must be less than LeaseDuration %v, so the leader stops before another replica may take over", c.RenewDeadline, c.LeaseDuration)
 	}
 	if c.RetryPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("RetryPeriod %v must be positive", c.RetryPeriod))
+		bad("RetryPeriod", "%v must be positive", c.RetryPeriod)
 	}
 	// As client-go: RenewDeadline > JitterFactor(1.2) * RetryPeriod, so
 	// more than one renewal fits in the deadline.
 	if float64(c.RenewDeadline) <= 1.2*float64(c.RetryPeriod) {
-		errs = append(errs, fmt.Errorf("RenewDeadline %v must be greater than 1.2 × RetryPeriod %v", c.RenewDeadline, c.RetryPeriod))
+		bad("RenewDeadline", "%v must be greater than 1.2 × RetryPeriod %v", c.RenewDeadline, c.RetryPeriod)
 	}
 	if c.WorkStopTimeout < 0 {
-		errs = append(errs, fmt.Errorf("WorkStopTimeout %v must not be negative", c.WorkStopTimeout))
+		bad("WorkStopTimeout", "%v must not be negative", c.WorkStopTimeout)
 	}
-	if c.Service != "" {
-		if c.Address == "" {
-			errs = append(errs, errors.New("no Address with Service (and POD_IP is not set)"))
-		} else if err := validateAddress(c.Address); err != nil {
-			errs = append(errs, fmt.Errorf("address %q (Address) %w", c.Address, err))
+	if ep := c.Endpoint; ep != nil {
+		if ep.Service == "" {
+			bad("Endpoint.Service", "required with Endpoint")
 		}
-		for i, p := range c.Ports {
-			if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
-				errs = append(errs, fmt.Errorf("port %d (Ports[%d]) must be 1-65535", ptr.Deref(p.Port, 0), i))
+		if ep.Address == "" {
+			bad("Endpoint.Address", "required with Endpoint (EndpointFromEnv takes $POD_IP)")
+		} else if err := validateAddress(ep.Address); err != nil {
+			bad("Endpoint.Address", "%q %v", ep.Address, err)
+		}
+		for i, p := range ep.Ports {
+			if p.Port == nil {
+				bad(fmt.Sprintf("Endpoint.Ports[%d].Port", i), "required, 1-65535")
+			} else if *p.Port < 1 || *p.Port > 65535 {
+				bad(fmt.Sprintf("Endpoint.Ports[%d].Port", i), "%d must be 1-65535", *p.Port)
 			}
 		}
 	}

@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -21,26 +23,29 @@ func TestValidate(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		{"no client", func(c *Config) { c.Client = nil }, "no Client"},
-		{"no namespace", func(c *Config) { c.Namespace = "" }, "no Namespace"},
-		{"no lease", func(c *Config) { c.LeaseName = "" }, "no LeaseName"},
+		{"no client", func(c *Config) { c.Client = nil }, "Config.Client: required"},
+		{"no namespace", func(c *Config) { c.Namespace = "" }, "Config.Namespace: required"},
+		{"no lease", func(c *Config) { c.LeaseName = "" }, "Config.LeaseName: required"},
 		{"sub-second lease", func(c *Config) {
 			c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 500*time.Millisecond, 200*time.Millisecond, 50*time.Millisecond
-		}, "at least 1s"},
-		{"fractional lease", func(c *Config) { c.LeaseDuration = 2500 * time.Millisecond }, "whole seconds"},
-		{"deadline not under lease", func(c *Config) { c.RenewDeadline = 15 * time.Second }, "less than LeaseDuration"},
-		{"retry too long for the deadline", func(c *Config) { c.RetryPeriod = 9 * time.Second }, "1.2 × RetryPeriod"},
-		{"negative retry", func(c *Config) { c.RetryPeriod = -time.Second }, "positive"},
-		{"service without address", func(c *Config) { c.Service = "svc" }, "no Address"},
-		{"bad address", func(c *Config) { c.Service, c.Address = "svc", "not-an-ip" }, "not an IP address"},
+		}, "Config.LeaseDuration: 500ms must be at least 1s"},
+		{"fractional lease", func(c *Config) { c.LeaseDuration = 2500 * time.Millisecond }, "Config.LeaseDuration: 2.5s must be whole seconds"},
+		{"deadline not under lease", func(c *Config) { c.RenewDeadline = 15 * time.Second }, "Config.RenewDeadline: 15s must be less than LeaseDuration"},
+		{"retry too long for the deadline", func(c *Config) { c.RetryPeriod = 9 * time.Second }, "Config.RenewDeadline: 10s must be greater than 1.2 × RetryPeriod"},
+		{"negative retry", func(c *Config) { c.RetryPeriod = -time.Second }, "Config.RetryPeriod: -1s must be positive"},
+		{"negative work stop timeout", func(c *Config) { c.WorkStopTimeout = -time.Second }, "Config.WorkStopTimeout: -1s must not be negative"},
+		{"endpoint without service", func(c *Config) { c.Endpoint = &EndpointConfig{Address: "10.0.0.1"} }, "Config.Endpoint.Service: required"},
+		{"service without address", func(c *Config) { c.Endpoint = &EndpointConfig{Service: "svc"} }, "Config.Endpoint.Address: required"},
+		{"bad address", func(c *Config) { c.Endpoint = &EndpointConfig{Service: "svc", Address: "not-an-ip"} }, `Config.Endpoint.Address: "not-an-ip" is not an IP address`},
 		{"bad port", func(c *Config) {
-			c.Service, c.Address = "svc", "10.0.0.1"
-			c.Ports = []discoveryv1.EndpointPort{{Port: ptr.To[int32](0)}}
-		}, "1-65535"},
+			c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.0.0.1", Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](8443)}, {Port: ptr.To[int32](0)}}}
+		}, "Config.Endpoint.Ports[1].Port: 0 must be 1-65535"},
+		{"port without number", func(c *Config) {
+			c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.0.0.1", Ports: []discoveryv1.EndpointPort{{}}}
+		}, "Config.Endpoint.Ports[0].Port: required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("POD_IP", "")
 			c := validConfig()
 			tt.mutate(&c)
 			err := c.Validate()
@@ -51,19 +56,54 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Every problem at once, each naming its field.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	err := Config{
+		LeaseDuration: 1500 * time.Millisecond,
+		Endpoint:      &EndpointConfig{Address: "::1", Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](70000)}}},
+	}.Validate()
+	require.Error(t, err)
+	for _, want := range []string{
+		"Config.Client: required",
+		"Config.Namespace: required",
+		"Config.LeaseName: required",
+		"Config.LeaseDuration: 1.5s must be whole seconds",
+		"Config.RenewDeadline: 10s must be less than LeaseDuration 1.5s",
+		"Config.Endpoint.Service: required",
+		`Config.Endpoint.Address: "::1" is a loopback address`,
+		"Config.Endpoint.Ports[0].Port: 70000 must be 1-65535",
+	} {
+		assert.ErrorContains(t, err, want)
+	}
+	assert.Len(t, err.(interface{ Unwrap() []error }).Unwrap(), 8)
+}
+
+// Validate and the defaults read no environment: the downward API is read
+// by EndpointFromEnv alone.
+func TestValidateReadsNoEnvironment(t *testing.T) {
+	t.Setenv("POD_IP", "10.1.2.3")
+	c := validConfig()
+	c.Endpoint = &EndpointConfig{Service: "svc"}
+	assert.ErrorContains(t, c.Validate(), "Config.Endpoint.Address: required")
+	assert.Empty(t, c.withDefaults().Endpoint.Address)
+}
+
 func TestDefaultsFromDownwardAPI(t *testing.T) {
 	t.Setenv("POD_NAME", "ctl-0")
 	t.Setenv("POD_IP", "10.1.2.3")
 	t.Setenv("NODE_NAME", "node-a")
-	c := Config{Client: fake.NewClientset(), Namespace: "ns", LeaseName: "l", Service: "svc"}.withDefaults()
-	assert.Regexp(t, `^ctl-0_[0-9a-f]{8}$`, c.Identity)
-	assert.Equal(t, "10.1.2.3", c.Address)
-	assert.Equal(t, "ctl-0", c.PodName)
-	assert.Equal(t, "node-a", c.NodeName)
+	ep := EndpointFromEnv("svc")
+	assert.Equal(t, &EndpointConfig{Service: "svc", Address: "10.1.2.3", PodName: "ctl-0", NodeName: "node-a"}, ep)
+	c := Config{Client: fake.NewClientset(), Namespace: "ns", LeaseName: "l", Endpoint: ep}.withDefaults()
 	assert.Equal(t, DefaultLeaseDuration, c.LeaseDuration)
 	assert.Equal(t, DefaultRenewDeadline, c.RenewDeadline)
 	assert.Equal(t, DefaultRetryPeriod, c.RetryPeriod)
+	assert.Equal(t, DefaultWorkStopTimeout, c.WorkStopTimeout)
+	assert.Equal(t, clock.RealClock{}, c.Clock)
 	assert.NoError(t, c.Validate())
+	el, err := New(c)
+	require.NoError(t, err)
+	assert.Regexp(t, `^ctl-0_[0-9a-f]{8}$`, el.Identity(), "New picks DefaultIdentity()")
 }
 
 // Two renewals in the same second are two observations: a standby must
@@ -75,7 +115,7 @@ func TestRenewalsInOneSecondAreDistinct(t *testing.T) {
 	b := testLease("8", "x", 4, 0, base.Add(500*time.Millisecond))
 
 	cfg := validConfig().withDefaults()
-	e := newElection(&cfg)
+	e := newLeaseState(&cfg)
 	t0 := time.Now()
 	e.observe(a, t0)
 	e.observe(b, t0.Add(500*time.Millisecond))
@@ -115,13 +155,13 @@ func TestValidateAddress(t *testing.T) {
 	} {
 		t.Run(addr, func(t *testing.T) {
 			c := validConfig()
-			c.Service, c.Address = "svc", addr
+			c.Endpoint = &EndpointConfig{Service: "svc", Address: addr}
 			assert.ErrorContains(t, c.Validate(), want)
 		})
 	}
 	for _, addr := range []string{"10.1.2.3", "192.0.2.7", "2001:db8::7", "::ffff:10.1.2.3"} {
 		c := validConfig()
-		c.Service, c.Address = "svc", addr
+		c.Endpoint = &EndpointConfig{Service: "svc", Address: addr}
 		assert.NoError(t, c.Validate(), addr)
 	}
 }

@@ -10,8 +10,8 @@
 // from a selector Service. Standbys only watch the Lease, so they are Ready,
 // and the Deployment is Available, while traffic reaches the leader alone.
 //
-// The state machine (elector.go) is the one of client-go's leaderelection,
-// with two differences that make failover faster and safer:
+// The election is the one of client-go's leaderelection, with these
+// differences that make failover faster and safer:
 //
 //   - Standbys watch the Lease instead of only polling it: a released Lease
 //     is taken at once (planned handover in milliseconds), and an expired one
@@ -34,32 +34,25 @@
 // that this process did not write is waited out like another holder's.
 // Each term counts a Lease transition; Elector.Term returns it.
 //
-// What happens next: Run returns ErrLeadershipLost and the process should
-// exit (as the example does), so that the kubelet restarts it as a fresh
-// standby. This is the safe choice: whatever the work left behind, in
+// What happens next: Run returns ErrLeadershipLost and the process exits
+// (as the example and fastover-webhook --reconcile do), so that its restart
+// policy brings it back as a fresh standby; it does not build a new Elector
+// instead. This is the safe choice: whatever the work left behind, in
 // goroutines that ignored the cancellation or in memory, goes away with the
 // process. On a planned stop (the context given to Run is cancelled, e.g. on
 // SIGTERM), the leader stops its work, removes its endpoint and releases the
 // Lease; a standby takes over at once.
 //
-// The library depends on client-go, apimachinery and the Prometheus client
-// only. The Role it needs in its namespace (patch on services only with
-// RemoveSelector):
+// Configuration: Config, with Endpoint nil for an election only;
+// EndpointFromEnv fills an EndpointConfig from the downward API. Validate
+// reports every problem at once.
 //
-//	rules:
-//	- apiGroups: ["coordination.k8s.io"]
-//	  resources: ["leases"]
-//	  verbs: ["get", "list", "watch", "create", "update"]
-//	- apiGroups: ["discovery.k8s.io"]
-//	  resources: ["endpointslices"]
-//	  verbs: ["get", "list", "watch", "create", "update", "delete"]
-//	- apiGroups: [""]
-//	  resources: ["services"]
-//	  verbs: ["get", "list", "watch", "patch"]
-//	- apiGroups: [""]
-//	  resources: ["endpoints"]
-//	  verbs: ["delete"]
-//	- apiGroups: [""]
-//	  resources: ["events"]
-//	  verbs: ["create", "patch", "update"]
+// The Role the library needs in its namespace is PolicyRules' (the
+// example's is manifests/example/rbac.yaml). The library depends on
+// client-go, apimachinery and the Prometheus client only.
+//
+// Files: elector.go holds the election loop (New, Run, standby); term.go
+// the leader's term (renewals, stepping down); lease.go the Lease state
+// (observations, acquire, renew, release); publisher.go the endpoint;
+// config.go, rbac.go, health.go and metrics.go what their names say.
 package leader

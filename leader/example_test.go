@@ -41,20 +41,36 @@ func Example() {
 }
 
 // The leader publishes itself as the only endpoint of a Service without
-// selector; in a pod, Identity, Address, PodName and NodeName come from
-// POD_NAME, POD_IP and NODE_NAME (downward API).
-func ExampleConfig_service() {
+// selector. In a Pod, EndpointFromEnv takes the address, the Pod's name and
+// the node's name from the downward API ($POD_IP, $POD_NAME, $NODE_NAME);
+// here they are given.
+func ExampleEndpointConfig() {
 	cfg := leader.Config{
 		Client:    fake.NewClientset(),
 		Namespace: "antrea",
 		LeaseName: "antrea-controller",
 		Identity:  "antrea-controller-7d9f-x2k",
-		Service:   "antrea",
-		Address:   "10.0.3.17",
-		// A Service that still selects pods: let the leader remove its
-		// selector (the migration from a single replica).
-		RemoveSelector: true,
+		Endpoint: &leader.EndpointConfig{
+			Service: "antrea",
+			Address: "10.0.3.17",
+			// A Service that still selects pods: let the leader remove
+			// its selector (the migration from a single replica).
+			RemoveSelector: true,
+		},
 	}
 	fmt.Println(cfg.Validate())
 	// Output: <nil>
+}
+
+// Validate reports every problem at once, each with its field.
+func ExampleConfig_Validate() {
+	err := leader.Config{
+		Namespace: "antrea",
+		Endpoint:  &leader.EndpointConfig{Service: "antrea", Address: "127.0.0.1"},
+	}.Validate()
+	fmt.Println(err)
+	// Output:
+	// Config.Client: required
+	// Config.LeaseName: required
+	// Config.Endpoint.Address: "127.0.0.1" is a loopback address: other nodes cannot reach it, and the EndpointSlice API refuses it
 }

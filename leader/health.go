@@ -18,8 +18,8 @@ func (e *Elector) Check(_ *http.Request) error {
 	if !e.isLeader.Load() {
 		return nil
 	}
-	last := e.el.lastRenewal()
-	if over := time.Since(last); over > e.cfg.RenewDeadline+e.cfg.LeaseDuration {
+	last := e.lease.lastRenewal()
+	if over := e.cfg.Clock.Since(last); over > e.cfg.RenewDeadline+e.cfg.LeaseDuration {
 		return fmt.Errorf("leader has not renewed the Lease for %v", over.Round(time.Second))
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -23,9 +24,9 @@ import (
 // The process should exit.
 var ErrLeadershipLost = errors.New("leadership lost")
 
-// election is the Lease state machine: it observes the Lease (from the
-// watch and from its own reads and writes), and acquires, renews and
-// releases it. One goroutine drives it; the observation is shared with
+// leaseState is this replica's view of the Lease and the requests that
+// change it: it observes the Lease (from the watch and from its own reads
+// and writes), and acquires, renews and releases it. One goroutine drives it; the observation is shared with
 // the watch's handler and the health check.
 //
 // Two rules keep a standby from acting early and a leader from stepping
@@ -39,9 +40,10 @@ var ErrLeadershipLost = errors.New("leadership lost")
 //     one already observed (a watch that lags behind a read or a write) is
 //     ignored. Where resourceVersions cannot be compared, the leader
 //     confirms a foreign holder with a read before it steps down.
-type election struct {
+type leaseState struct {
 	cfg    *Config
 	log    logr.Logger
+	clock  clock.Clock
 	leases coordinationclient.LeaseInterface
 
 	mu sync.Mutex
@@ -65,9 +67,10 @@ type election struct {
 	changed chan struct{} // the Lease changed: re-evaluate now
 }
 
-func newElection(cfg *Config) *election {
-	return &election{
+func newLeaseState(cfg *Config) *leaseState {
+	return &leaseState{
 		cfg:     cfg,
+		clock:   cfg.Clock,
 		log:     cfg.Logger.WithValues("lease", cfg.Namespace+"/"+cfg.LeaseName, "identity", cfg.Identity),
 		leases:  cfg.Client.CoordinationV1().Leases(cfg.Namespace),
 		changed: make(chan struct{}, 1),
@@ -83,20 +86,20 @@ func wake(ch chan struct{}) {
 }
 
 // observeLease is the watch's handler for an added or updated Lease.
-func (e *election) observeLease(lease *coordinationv1.Lease) {
-	if lease != nil && e.observe(lease, time.Now()) {
+func (e *leaseState) observeLease(lease *coordinationv1.Lease) {
+	if lease != nil && e.observe(lease, e.clock.Now()) {
 		wake(e.changed)
 	}
 }
 
 // forget is the watch's handler for a deleted Lease: it is free, unless
 // something newer than the deleted object was observed already.
-func (e *election) forget(lease *coordinationv1.Lease) {
+func (e *leaseState) forget(lease *coordinationv1.Lease) {
 	gone := &coordinationv1.Lease{}
 	if lease != nil {
 		gone.ObjectMeta = *lease.ObjectMeta.DeepCopy()
 	}
-	if e.observe(gone, time.Now()) {
+	if e.observe(gone, e.clock.Now()) {
 		wake(e.changed)
 	}
 }
@@ -114,14 +117,14 @@ func newer(lease, than *coordinationv1.Lease, orSame bool) bool {
 
 // observe records lease, seen at at, if it is newer than the last one; it
 // reports whether it was.
-func (e *election) observe(lease *coordinationv1.Lease, at time.Time) bool {
+func (e *leaseState) observe(lease *coordinationv1.Lease, at time.Time) bool {
 	return e.record(lease, at, false)
 }
 
 // record records lease, seen at at, if it is newer than the last one (or
 // as new, with orSame: this replica's own write, which the API answered
 // with its version); it reports whether it did.
-func (e *election) record(lease *coordinationv1.Lease, at time.Time, orSame bool) bool {
+func (e *leaseState) record(lease *coordinationv1.Lease, at time.Time, orSame bool) bool {
 	e.mu.Lock()
 	if !newer(lease, e.observed, orSame) {
 		e.mu.Unlock()
@@ -144,26 +147,26 @@ func (e *election) record(lease *coordinationv1.Lease, at time.Time, orSame bool
 }
 
 // holder returns the holder last observed.
-func (e *election) holder() string {
+func (e *leaseState) holder() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.observedRec.HolderIdentity
 }
 
 // mine reports whether the last observed record is this replica's term.
-func (e *election) mine() bool {
+func (e *leaseState) mine() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.isMine(e.observedRec)
 }
 
-func (e *election) isMine(rec resourcelock.LeaderElectionRecord) bool {
+func (e *leaseState) isMine(rec resourcelock.LeaderElectionRecord) bool {
 	return rec.HolderIdentity == e.cfg.Identity && int32(rec.LeaderTransitions) == e.term && !e.renewedAt.IsZero()
 }
 
 // currentTerm returns the Lease's transition count of this replica's
 // term.
-func (e *election) currentTerm() int32 {
+func (e *leaseState) currentTerm() int32 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.term
@@ -171,7 +174,7 @@ func (e *election) currentTerm() int32 {
 
 // expiry returns when the observed holder's Lease expires for this replica;
 // zero when it is free (no holder, or released).
-func (e *election) expiry() time.Time {
+func (e *leaseState) expiry() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.observedRec.HolderIdentity == "" {
@@ -182,7 +185,7 @@ func (e *election) expiry() time.Time {
 
 // deadline returns when the leader must have stopped acting, and whether
 // this replica leads at all.
-func (e *election) deadline() (time.Time, bool) {
+func (e *leaseState) deadline() (time.Time, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.renewedAt.IsZero() {
@@ -194,14 +197,14 @@ func (e *election) deadline() (time.Time, bool) {
 // leading reports whether this replica may act as the leader now: it holds
 // the Lease and its renew deadline has not passed. Every write of the
 // leader checks it first.
-func (e *election) leading() bool {
+func (e *leaseState) leading() bool {
 	d, ok := e.deadline()
-	return ok && time.Now().Before(d)
+	return ok && e.clock.Now().Before(d)
 }
 
 // lastRenewal returns when the last successful acquire or renewal was
 // sent; zero while not the leader.
-func (e *election) lastRenewal() time.Time {
+func (e *leaseState) lastRenewal() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.renewedAt
@@ -209,7 +212,7 @@ func (e *election) lastRenewal() time.Time {
 
 // wrote records a successful write of this replica: the Lease the API
 // returned (had in hand at done) and when the request was sent.
-func (e *election) wrote(lease *coordinationv1.Lease, sent, done time.Time) {
+func (e *leaseState) wrote(lease *coordinationv1.Lease, sent, done time.Time) {
 	e.record(lease, done, true)
 	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
 	e.mu.Lock()
@@ -223,7 +226,7 @@ func (e *election) wrote(lease *coordinationv1.Lease, sent, done time.Time) {
 
 // latest returns the newest Lease object this replica knows, the base of
 // its writes.
-func (e *election) latest() *coordinationv1.Lease {
+func (e *leaseState) latest() *coordinationv1.Lease {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.observed
@@ -231,12 +234,12 @@ func (e *election) latest() *coordinationv1.Lease {
 
 // get reads the Lease from the API (a consistent read) and observes it,
 // dated when it arrived.
-func (e *election) get(ctx context.Context) (*coordinationv1.Lease, error) {
+func (e *leaseState) get(ctx context.Context) (*coordinationv1.Lease, error) {
 	lease, err := e.leases.Get(ctx, e.cfg.LeaseName, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	e.observe(lease, time.Now())
+	e.observe(lease, e.clock.Now())
 	return lease, nil
 }
 
@@ -245,10 +248,10 @@ func (e *election) get(ctx context.Context) (*coordinationv1.Lease, error) {
 // Lease. A record naming this replica's identity counts as another
 // holder's: Run acquires once per process, so it is a previous process
 // with the same identity, which may still act until its Lease expires.
-func (e *election) tryAcquire(ctx context.Context) (bool, error) {
+func (e *leaseState) tryAcquire(ctx context.Context) (bool, error) {
 	lease, err := e.get(ctx)
 	if apierrors.IsNotFound(err) {
-		sent := time.Now()
+		sent := e.clock.Now()
 		spec := e.spec(resourcelock.LeaderElectionRecord{}, sent)
 		created, err := e.leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.LeaseName},
@@ -257,7 +260,7 @@ func (e *election) tryAcquire(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("create lease: %w", err)
 		}
-		e.wrote(created, sent, time.Now())
+		e.wrote(created, sent, e.clock.Now())
 		return true, nil
 	}
 	if err != nil {
@@ -265,26 +268,26 @@ func (e *election) tryAcquire(ctx context.Context) (bool, error) {
 	}
 	// The observation may be newer than the read (from the watch): judge
 	// by the newest.
-	if e.holder() != "" && time.Now().Before(e.expiry()) {
+	if e.holder() != "" && e.clock.Now().Before(e.expiry()) {
 		return false, nil
 	}
 	base := e.latest()
 	if base == nil || base.UID == "" {
 		base = lease
 	}
-	sent := time.Now()
+	sent := e.clock.Now()
 	next := base.DeepCopy()
 	next.Spec = e.spec(*resourcelock.LeaseSpecToLeaderElectionRecord(&base.Spec), sent)
 	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("acquire lease: %w", err)
 	}
-	e.wrote(updated, sent, time.Now())
+	e.wrote(updated, sent, e.clock.Now())
 	return true, nil
 }
 
 // spec is the Lease spec of a new term of this replica, after prev.
-func (e *election) spec(prev resourcelock.LeaderElectionRecord, now time.Time) coordinationv1.LeaseSpec {
+func (e *leaseState) spec(prev resourcelock.LeaderElectionRecord, now time.Time) coordinationv1.LeaseSpec {
 	next := prev
 	next.HolderIdentity = e.cfg.Identity
 	next.LeaseDurationSeconds = int(e.cfg.LeaseDuration / time.Second)
@@ -300,7 +303,7 @@ func (e *election) spec(prev resourcelock.LeaderElectionRecord, now time.Time) c
 // renew renews the Lease this replica holds. A conflict means the Lease
 // changed under it: it re-reads it and renews only if it is still this
 // replica's term.
-func (e *election) renew(ctx context.Context) error {
+func (e *leaseState) renew(ctx context.Context) error {
 	base := e.latest()
 	if base == nil || !e.isMineLease(base) {
 		// Maybe old news whose version could not be ordered: only a
@@ -314,12 +317,12 @@ func (e *election) renew(ctx context.Context) error {
 		if !e.isMineLease(base) {
 			return fmt.Errorf("%w: the Lease is held by %q", ErrLeadershipLost, holderOf(base))
 		}
-		sent := time.Now()
+		sent := e.clock.Now()
 		next := base.DeepCopy()
 		next.Spec.RenewTime = &metav1.MicroTime{Time: sent}
 		updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
-			e.wrote(updated, sent, time.Now())
+			e.wrote(updated, sent, e.clock.Now())
 			return nil
 		}
 		if !apierrors.IsConflict(err) || attempt > 0 {
@@ -331,7 +334,7 @@ func (e *election) renew(ctx context.Context) error {
 	}
 }
 
-func (e *election) isMineLease(lease *coordinationv1.Lease) bool {
+func (e *leaseState) isMineLease(lease *coordinationv1.Lease) bool {
 	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -349,10 +352,10 @@ func holderOf(lease *coordinationv1.Lease) string {
 // term: it reads the Lease and reports whether it is really another's (an
 // error reading counts as lost only once the deadline passes, which the
 // run loop watches anyway).
-func (e *election) confirmLost(ctx context.Context) (bool, string) {
+func (e *leaseState) confirmLost(ctx context.Context) (bool, string) {
 	lease, err := e.get(ctx)
 	if err != nil {
-		e.log.Info("could not confirm the Lease's holder", "error", err.Error())
+		e.log.Error(err, "could not confirm the Lease's holder")
 		return false, ""
 	}
 	return !e.isMineLease(lease), holderOf(lease)
@@ -360,7 +363,7 @@ func (e *election) confirmLost(ctx context.Context) (bool, string) {
 
 // release gives the Lease up, if this replica still leads, so that a
 // standby takes it at once instead of waiting for it to expire.
-func (e *election) release(ctx context.Context) error {
+func (e *leaseState) release(ctx context.Context) error {
 	if !e.leading() {
 		return errors.New("not releasing: the renew deadline has passed")
 	}
@@ -368,7 +371,7 @@ func (e *election) release(ctx context.Context) error {
 	if base == nil || !e.isMineLease(base) {
 		return fmt.Errorf("not releasing: the Lease is held by %q", holderOf(base))
 	}
-	now := time.Now()
+	now := e.clock.Now()
 	next := base.DeepCopy()
 	next.Spec.HolderIdentity = nil
 	next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
@@ -378,12 +381,12 @@ func (e *election) release(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("release lease: %w", err)
 	}
-	e.wrote(updated, now, time.Now())
+	e.wrote(updated, now, e.clock.Now())
 	return nil
 }
 
 // recordEvent records an Event on the Lease, as client-go's locks do.
-func (e *election) recordEvent(reason, msg string) {
+func (e *leaseState) recordEvent(reason, msg string) {
 	if e.cfg.EventRecorder == nil {
 		return
 	}

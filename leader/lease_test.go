@@ -35,14 +35,14 @@ func testLease(rv, holder string, seconds, transitions int32, renewed time.Time)
 	return l
 }
 
-func testElection(t *testing.T, identity string, objs ...runtime.Object) (*election, *fake.Clientset) {
+func testElection(t *testing.T, identity string, objs ...runtime.Object) (*leaseState, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	cfg := Config{Client: client, Namespace: "ns", LeaseName: "l", Identity: identity,
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 500 * time.Millisecond}
 	require.NoError(t, cfg.Validate())
 	cfg = cfg.withDefaults()
-	return newElection(&cfg), client
+	return newLeaseState(&cfg), client
 }
 
 // A record is dated when the standby had it, not when it asked for it:
@@ -124,8 +124,8 @@ func TestLeaderSurvivesStaleWatch(t *testing.T) {
 	}
 	// Records older than the leader's own, naming another holder, and one
 	// without a version that a read must confirm.
-	el.el.observeLease(testLease("19", "other", 2, 4, time.Now()))
-	el.el.observeLease(testLease("", "other", 2, 4, time.Now()))
+	el.lease.observeLease(testLease("19", "other", 2, 4, time.Now()))
+	el.lease.observeLease(testLease("", "other", 2, 4, time.Now()))
 	select {
 	case err := <-done:
 		t.Fatalf("a stale record deposed the leader: Run returned %v", err)

@@ -126,21 +126,23 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg := leader.Config{
-		Client:         client,
-		Namespace:      o.namespace,
-		LeaseName:      o.lease,
-		Identity:       o.id,
-		LeaseDuration:  o.leaseDuration,
-		RenewDeadline:  o.renewDeadline,
-		RetryPeriod:    o.retryPeriod,
-		Service:        o.service,
-		Address:        o.address,
-		RemoveSelector: o.removeSelector,
-		Metrics:        metrics,
-		Logger:         klog.Background(),
+		Client:        client,
+		Namespace:     o.namespace,
+		LeaseName:     o.lease,
+		Identity:      o.id,
+		LeaseDuration: o.leaseDuration,
+		RenewDeadline: o.renewDeadline,
+		RetryPeriod:   o.retryPeriod,
+		Metrics:       metrics,
+		Logger:        klog.Background(),
 	}
 	if o.service != "" {
-		cfg.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(o.port))}}
+		// The Pod's name and node from the downward API; the address
+		// from --address, whose default is $POD_IP.
+		cfg.Endpoint = leader.EndpointFromEnv(o.service)
+		cfg.Endpoint.Address = o.address
+		cfg.Endpoint.RemoveSelector = o.removeSelector
+		cfg.Endpoint.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(o.port))}}
 	}
 	elector, err := leader.New(cfg)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -34,16 +35,57 @@ var ErrServiceHasSelector = errors.New("the Service has a selector")
 // concurrency and happen only while leading() holds.
 type publisher struct {
 	cfg      *Config
+	ep       *EndpointConfig
 	log      logr.Logger
 	leading  func() bool
 	services corelisters.ServiceNamespaceLister
 	slices   discoverylisters.EndpointSliceNamespaceLister
+	trigger  chan struct{} // the Service or its slices changed
+}
+
+// run keeps the leader the Service's only endpoint for the term: at once,
+// then whenever the Service or its slices change, and at least every
+// LeaseDuration, until ctx ends or the replica no longer leads.
+func (p *publisher) run(ctx context.Context, acquired time.Time) {
+	clk := p.cfg.Clock
+	first := true
+	backoff := 50 * time.Millisecond
+	for {
+		err := p.reconcile(ctx, first)
+		wait := p.cfg.LeaseDuration
+		switch {
+		case err == nil:
+			if first {
+				took := clk.Since(acquired)
+				p.cfg.Metrics.observePublish(took)
+				p.log.Info("published the leader as the Service's only endpoint", "address", p.ep.Address, "sinceAcquired", took.Round(time.Microsecond))
+				first = false
+			}
+			backoff = 50 * time.Millisecond
+		case errors.Is(err, errNotLeading) || ctx.Err() != nil:
+			return
+		default:
+			p.cfg.Metrics.publishError()
+			p.log.Error(err, "could not publish the endpoint; retrying", "in", backoff)
+			wait = backoff
+			backoff = min(2*backoff, 30*time.Second)
+		}
+		timer := clk.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-p.trigger:
+		case <-timer.C():
+		}
+		timer.Stop()
+	}
 }
 
 // sliceName is the name of the leader's EndpointSlice; every leader writes
 // the same one, so a handover replaces the address in place.
 func (p *publisher) sliceName() string {
-	name := p.cfg.Service + "-fastover"
+	name := p.ep.Service + "-fastover"
 	if len(name) > 253 {
 		name = name[:253]
 	}
@@ -62,14 +104,14 @@ var errNotLeading = errors.New("not the leader any more")
 // term's first pass or when a mirrored slice shows one is back, the
 // Service's stale Endpoints object deleted.
 func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
-	svc, err := p.services.Get(p.cfg.Service)
+	svc, err := p.services.Get(p.ep.Service)
 	if err != nil {
-		return fmt.Errorf("service %s/%s: %w", p.cfg.Namespace, p.cfg.Service, err)
+		return fmt.Errorf("service %s/%s: %w", p.cfg.Namespace, p.ep.Service, err)
 	}
 	if len(svc.Spec.Selector) > 0 {
-		if !p.cfg.RemoveSelector {
+		if !p.ep.RemoveSelector {
 			msg := fmt.Sprintf("Service %s/%s has a selector (%s): its endpoints are managed by the endpointslice controller, so fastover cannot publish the leader as its only endpoint. Remove the selector (kubectl -n %s patch service %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/spec/selector\"}]') or let the leader do it (RemoveSelector, --remove-selector in the example).",
-				p.cfg.Namespace, p.cfg.Service, metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: svc.Spec.Selector}), p.cfg.Namespace, p.cfg.Service)
+				p.cfg.Namespace, p.ep.Service, metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: svc.Spec.Selector}), p.cfg.Namespace, p.ep.Service)
 			if p.cfg.EventRecorder != nil {
 				p.cfg.EventRecorder.Event(svc, corev1.EventTypeWarning, "ServiceHasSelector", msg)
 			}
@@ -100,7 +142,7 @@ func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
 
 	// Every other slice of the Service goes: the endpointslice
 	// controller's leftovers, the mirroring controller's, anything else.
-	others, err := p.slices.List(labelsForService(p.cfg.Service))
+	others, err := p.slices.List(labelsForService(p.ep.Service))
 	if err != nil {
 		return err
 	}
@@ -200,14 +242,14 @@ func (p *publisher) checkFamily(svc *corev1.Service) error {
 		return nil
 	}
 	family := corev1.IPv4Protocol
-	if addressType(netip.MustParseAddr(p.cfg.Address)) == discoveryv1.AddressTypeIPv6 { // validated
+	if addressType(netip.MustParseAddr(p.ep.Address)) == discoveryv1.AddressTypeIPv6 { // validated
 		family = corev1.IPv6Protocol
 	}
 	if slices.Contains(svc.Spec.IPFamilies, family) {
 		return nil
 	}
 	msg := fmt.Sprintf("the leader's address %s is %s, but Service %s/%s serves %v only: kube-proxy would ignore it, so it is not published; give the leader an address of the Service's family",
-		p.cfg.Address, family, p.cfg.Namespace, svc.Name, svc.Spec.IPFamilies)
+		p.ep.Address, family, p.cfg.Namespace, svc.Name, svc.Spec.IPFamilies)
 	if p.cfg.EventRecorder != nil {
 		p.cfg.EventRecorder.Event(svc, corev1.EventTypeWarning, "AddressFamilyMismatch", msg)
 	}
@@ -240,14 +282,14 @@ func (p *publisher) deleteStaleEndpoints(ctx context.Context) error {
 	if !p.leading() {
 		return errNotLeading
 	}
-	err := p.cfg.Client.CoreV1().Endpoints(p.cfg.Namespace).Delete(ctx, p.cfg.Service, metav1.DeleteOptions{})
+	err := p.cfg.Client.CoreV1().Endpoints(p.cfg.Namespace).Delete(ctx, p.ep.Service, metav1.DeleteOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
-		return fmt.Errorf("delete stale Endpoints %s: %w", p.cfg.Service, err)
+		return fmt.Errorf("delete stale Endpoints %s: %w", p.ep.Service, err)
 	}
-	p.log.Info("deleted the Service's stale Endpoints object", "service", p.cfg.Service)
+	p.log.Info("deleted the Service's stale Endpoints object", "service", p.ep.Service)
 	return nil
 }
 
@@ -287,7 +329,7 @@ func addressType(addr netip.Addr) discoveryv1.AddressType {
 }
 
 func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice {
-	addr := netip.MustParseAddr(p.cfg.Address) // validated
+	addr := netip.MustParseAddr(p.ep.Address) // validated
 	addrType := addressType(addr)
 	ep := discoveryv1.Endpoint{
 		Addresses: []string{addr.Unmap().String()},
@@ -295,14 +337,14 @@ func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice
 			Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false),
 		},
 	}
-	if p.cfg.PodName != "" {
-		ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: p.cfg.Namespace, Name: p.cfg.PodName}
+	if p.ep.PodName != "" {
+		ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: p.cfg.Namespace, Name: p.ep.PodName}
 	}
-	if p.cfg.NodeName != "" {
-		ep.NodeName = ptr.To(p.cfg.NodeName)
+	if p.ep.NodeName != "" {
+		ep.NodeName = ptr.To(p.ep.NodeName)
 	}
 	var ports []discoveryv1.EndpointPort
-	for _, port := range p.cfg.Ports {
+	for _, port := range p.ep.Ports {
 		// As the API server defaults them, so that a written slice
 		// reads back equal.
 		port.Name = ptr.To(ptr.Deref(port.Name, ""))

@@ -47,7 +47,8 @@ func newTestPublisher(t *testing.T, address string, svc *corev1.Service) *testPu
 	t.Helper()
 	client := fake.NewClientset(svc)
 	events := record.NewFakeRecorder(10)
-	cfg := Config{Client: client, Namespace: "ns", LeaseName: "l", Identity: "me", Service: "svc", Address: address,
+	cfg := Config{Client: client, Namespace: "ns", LeaseName: "l", Identity: "me",
+		Endpoint:      &EndpointConfig{Service: "svc", Address: address},
 		EventRecorder: events, Logger: logr.Discard()}
 	require.NoError(t, cfg.Validate())
 	cfg = cfg.withDefaults()
@@ -56,7 +57,7 @@ func newTestPublisher(t *testing.T, address string, svc *corev1.Service) *testPu
 	require.NoError(t, svcs.Add(svc))
 	return &testPublisher{
 		publisher: &publisher{
-			cfg: &cfg, log: logr.Discard(), leading: func() bool { return true },
+			cfg: &cfg, ep: cfg.Endpoint, log: logr.Discard(), leading: func() bool { return true },
 			services: corelisters.NewServiceLister(svcs).Services("ns"),
 			slices:   discoverylisters.NewEndpointSliceLister(slices).EndpointSlices("ns"),
 		},
@@ -106,7 +107,7 @@ func TestSteadyLeaderWritesNothing(t *testing.T) {
 // server defaults them.
 func TestExplicitPortsCompareWithDefaults(t *testing.T) {
 	tp := newTestPublisher(t, "10.1.2.3", testService())
-	tp.cfg.Ports = []discoveryv1.EndpointPort{{Port: ptrTo[int32](8443)}}
+	tp.ep.Ports = []discoveryv1.EndpointPort{{Port: ptrTo[int32](8443)}}
 	want := tp.desiredSlice(testService())
 	have := want.DeepCopy()
 	have.Ports = []discoveryv1.EndpointPort{{Name: ptrTo(""), Port: ptrTo[int32](8443), Protocol: ptrTo(corev1.ProtocolTCP)}}

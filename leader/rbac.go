@@ -1,0 +1,32 @@
+package leader
+
+import rbacv1 "k8s.io/api/rbac/v1"
+
+// PolicyRules returns the rules of the Role that an Elector needs in its
+// namespace, for the given endpoint configuration (nil: election only):
+//
+//   - leases: get, list, watch, create, update (the election);
+//   - events: create, patch, update (Events on the Lease and the Service);
+//   - with an endpoint: endpointslices get, list, watch, create, update,
+//     delete; services get, list, watch, and patch with RemoveSelector;
+//     endpoints delete (the stale Endpoints object of selector days).
+//
+// manifests/example/rbac.yaml holds the example's Role, and a test keeps it
+// equal to PolicyRules for the example's configuration.
+func PolicyRules(endpoint *EndpointConfig) []rbacv1.PolicyRule {
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
+	}
+	if endpoint != nil {
+		services := []string{"get", "list", "watch"}
+		if endpoint.RemoveSelector {
+			services = append(services, "patch")
+		}
+		rules = append(rules,
+			rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: services},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"delete"}},
+		)
+	}
+	return append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}})
+}
