@@ -127,12 +127,6 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rec.run(ctx)
-	}()
-	err = srv.Start(ctx)
-	<-done
-	return err
+	// A lost Lease stops the server too: the process exits (see run).
+	return rec.runBeside(ctx, srv.Start)
 }

@@ -120,46 +120,64 @@ func (r *reconcileConfig) build(rule webhook.Rule, registry *prometheus.Registry
 	}, nil
 }
 
-// run takes part in the election until ctx ends; when this replica leads,
-// it reconciles. Lost leadership (the API server unreachable for the renew
-// deadline) stops the reconciler; the replica then stands by again, and
-// keeps serving the webhook all along.
-func (r *reconcileRunner) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		el, err := leader.New(leader.Config{
-			Client:        r.client,
-			Namespace:     r.cfg.namespace,
-			LeaseName:     r.cfg.lease,
-			Identity:      r.cfg.identity,
-			LeaseDuration: r.cfg.leaseDuration,
-			RenewDeadline: r.cfg.renewDeadline,
-			RetryPeriod:   r.cfg.retryPeriod,
-			Metrics:       r.metrics,
-			Logger:        r.log,
-		})
-		if err != nil {
-			r.log.Error(err, "reconciler election not started")
-			return
-		}
-		err = el.Run(ctx, r.rec.Run)
-		switch {
-		case err == nil, ctx.Err() != nil:
-			return
-		case errors.Is(err, leader.ErrLeadershipLost):
-			r.log.Info("reconciler lost its leadership; standing by again")
-		default:
-			r.log.Error(err, "reconciler election failed; trying again")
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(r.cfg.retryPeriod):
-		}
+// run takes part in the election until ctx ends, and reconciles while
+// this replica leads. It returns nil when ctx ends (a leader hands the
+// Lease over first) or the reconciler returned, and Run's error otherwise:
+// above all leader.ErrLeadershipLost (no renewal within the renew
+// deadline, or the Lease taken). Then the process exits and its restart
+// policy brings it back as a fresh standby, as the leader library asks:
+// an Elector runs once, and the work of a lost term may still be running.
+func (r *reconcileRunner) run(ctx context.Context) error {
+	el, err := leader.New(leader.Config{
+		Client:        r.client,
+		Namespace:     r.cfg.namespace,
+		LeaseName:     r.cfg.lease,
+		Identity:      r.cfg.identity,
+		LeaseDuration: r.cfg.leaseDuration,
+		RenewDeadline: r.cfg.renewDeadline,
+		RetryPeriod:   r.cfg.retryPeriod,
+		Metrics:       r.metrics,
+		Logger:        r.log,
+	})
+	if err != nil {
+		return fmt.Errorf("reconciler election: %w", err)
 	}
+	err = el.Run(ctx, r.rec.Run)
+	switch {
+	case ctx.Err() != nil && !errors.Is(err, leader.ErrLeadershipLost):
+		return nil
+	case errors.Is(err, leader.ErrLeadershipLost):
+		r.log.Error(err, "reconciler lost its leadership; exiting, to be restarted as a standby")
+	case err != nil:
+		r.log.Error(err, "reconciler election failed; exiting")
+	}
+	return err
+}
+
+// runBeside runs the reconciler's election beside serve (the webhook
+// server) until ctx ends. If the election fails (a lost Lease above all),
+// serve's context is cancelled, so the server shuts down as on SIGTERM,
+// and the election's error is returned: the process exits.
+func (r *reconcileRunner) runBeside(ctx context.Context, serve func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	elected := make(chan error, 1)
+	go func() {
+		err := r.run(ctx)
+		if err != nil {
+			cancel()
+		}
+		elected <- err
+	}()
+	err := serve(ctx)
+	cancel()
+	return errors.Join(<-elected, err)
 }
 
 // runAlone is --reconcile-only: the reconciler and its election, with the
 // metrics (/metrics) and probes (/healthz, /readyz) of opts' addresses, and
-// no webhook server. It returns when ctx ends.
+// no webhook server. It returns when ctx ends, or with the election's
+// error (see run).
 func (r *reconcileConfig) runAlone(ctx context.Context, rule webhook.Rule, opts webhook.Options, log logr.Logger) error {
 	var reg interface {
 		prometheus.Registerer
@@ -215,6 +233,5 @@ func (r *reconcileConfig) runAlone(ctx context.Context, rule webhook.Rule, opts 
 		return err
 	}
 	log.Info("reconciler running alone, without the webhook server")
-	rec.run(ctx)
-	return nil
+	return rec.run(ctx)
 }

@@ -15,6 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/leader"
+	"github.com/fastover/fastover/retrofit"
 )
 
 func TestParseFlagsReconcileOnly(t *testing.T) {
@@ -86,4 +93,93 @@ func freeAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	return addr
+}
+
+// TestLostLeadershipStopsTheProcess: when the reconciler's Lease is taken
+// (or cannot be renewed), the webhook server is stopped and the error
+// returned, so that the process exits and restarts as a fresh standby, as
+// the leader library asks; it does not campaign again in-process.
+func TestLostLeadershipStopsTheProcess(t *testing.T) {
+	client := fake.NewClientset()
+	r := &reconcileRunner{
+		cfg: &reconcileConfig{namespace: "fastover-system", lease: "fastover-reconciler", identity: "me",
+			leaseDuration: 2 * time.Second, renewDeadline: 1500 * time.Millisecond, retryPeriod: 200 * time.Millisecond},
+		client: client,
+		rec:    &retrofit.Reconciler{Client: client, Logger: logr.Discard()},
+		log:    logr.Discard(),
+	}
+	leases := client.CoordinationV1().Leases("fastover-system")
+	served := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- r.runBeside(context.Background(), func(ctx context.Context) error {
+			close(served)
+			<-ctx.Done() // the webhook server shuts down
+			return nil
+		})
+	}()
+	<-served
+	var lease *coordinationv1.Lease
+	require.Eventually(t, func() bool {
+		l, err := leases.Get(context.Background(), "fastover-reconciler", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "me" {
+			return false
+		}
+		lease = l
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "the reconciler did not lead")
+
+	// Another replica takes the Lease.
+	lease.Spec.HolderIdentity = ptr.To("other")
+	lease.Spec.LeaseTransitions = ptr.To(*lease.Spec.LeaseTransitions + 1)
+	_, err := leases.Update(context.Background(), lease, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, leader.ErrLeadershipLost)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the process went on after its reconciler lost the Lease")
+	}
+	// One campaign: the Lease was acquired once (created), never again.
+	acquires := 0
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "leases" && a.GetVerb() == "create" {
+			acquires++
+		}
+	}
+	assert.Equal(t, 1, acquires)
+	l, err := leases.Get(context.Background(), "fastover-reconciler", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "other", *l.Spec.HolderIdentity, "the lost replica did not write the Lease again")
+}
+
+// TestPlannedStopReturnsNil: on SIGTERM (ctx ends) the reconciler hands
+// the Lease over and the process exits cleanly.
+func TestPlannedStopReturnsNil(t *testing.T) {
+	client := fake.NewClientset()
+	r := &reconcileRunner{
+		cfg: &reconcileConfig{namespace: "fastover-system", lease: "fastover-reconciler", identity: "me",
+			leaseDuration: 2 * time.Second, renewDeadline: 1500 * time.Millisecond, retryPeriod: 200 * time.Millisecond},
+		client: client,
+		rec:    &retrofit.Reconciler{Client: client, Logger: logr.Discard()},
+		log:    logr.Discard(),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.runBeside(ctx, func(ctx context.Context) error { <-ctx.Done(); return nil }) }()
+	require.Eventually(t, func() bool {
+		l, err := client.CoordinationV1().Leases("fastover-system").Get(context.Background(), "fastover-reconciler", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil
+	}, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("runBeside did not return when its context ended")
+	}
+	l, err := client.CoordinationV1().Leases("fastover-system").Get(context.Background(), "fastover-reconciler", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, l.Spec.HolderIdentity, "the Lease was released")
 }
