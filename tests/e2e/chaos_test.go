@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fastover/fastover/internal/cluster"
-	"github.com/fastover/fastover/tests/harness/faultproxy"
 	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/tests/harness/faultproxy"
 )
 
 // chaosDurations are short, so that many failovers fit in a run; API
@@ -53,6 +53,7 @@ type fault struct {
 // what was done and when.
 type chaos struct {
 	t       *testing.T
+	env     *cluster.Env
 	f       *fleet.Fleet
 	rng     *rand.Rand
 	proxies map[string]*faultproxy.Proxy
@@ -90,17 +91,35 @@ func TestLeaderChaos(t *testing.T) {
 	total := chaosEventCount(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(total)*4*time.Second+3*time.Minute)
 	defer cancel()
+
+	c, actingLog := startChaos(ctx, t)
+	published := mustWatch(ctx, t, c.f)
+	leases := watchLease(ctx, t, c.env, c.f.Namespace, c.f.Lease)
+	c.play(ctx, total)
+	c.settle(ctx)
+	end := time.Now()
+
+	terms := readActingLog(t, actingLog)
+	t.Run("no two replicas act at once", func(t *testing.T) { checkNoOverlap(t, terms) })
+	t.Run("one identity published at a time", func(t *testing.T) { checkPublished(t, published.Snapshot()) })
+	t.Run("no leader deposed by a stale record", func(t *testing.T) { checkDepositions(t, terms, leases.snapshot()) })
+	t.Run("a healthy standby takes over within LeaseDuration + 1s", func(t *testing.T) { c.checkGaps(t, terms, end) })
+}
+
+// startChaos starts a control plane and three replicas, each talking to
+// kube-apiserver through a fault proxy of its own with the documented
+// Role, each logging its actions to one acting log, whose path it
+// returns.
+func startChaos(ctx context.Context, t *testing.T) (*chaos, string) {
 	d := chaosDurations
 	env := cluster.Start(t, cluster.Options{})
 	const ns = "chaos"
 	require.NoError(t, env.CreateNamespace(ctx, ns, nil))
 	f := newFleet(t, env, ns, "ctl", d)
-	// The replicas run with the documented Role, each through its own
-	// proxy.
 	kubeconfig, err := env.KubeconfigFor(ctx, ns, "ctl", fleet.LeaderRole)
 	require.NoError(t, err)
 	token := kubeconfigToken(t, kubeconfig)
-	c := &chaos{t: t, f: f, proxies: map[string]*faultproxy.Proxy{}}
+	c := &chaos{t: t, env: env, f: f, proxies: map[string]*faultproxy.Proxy{}}
 	f.KubeconfigOf = func(r *fleet.Replica) (string, error) {
 		p := c.proxies[r.ID]
 		if p == nil {
@@ -118,27 +137,24 @@ func TestLeaderChaos(t *testing.T) {
 	require.NoError(t, f.CreateService(ctx, nil))
 	require.NoError(t, f.Add(3))
 	waitServing(ctx, t, f, "", 30*time.Second)
-	published := mustWatch(ctx, t, f)
-	leases := watchLease(ctx, t, env, ns, f.Lease)
+	return c, actingLog
+}
 
+// play plays total random events, 0.8 to 3 s apart, from a seed it logs
+// (CHAOS_SEED replays one).
+func (c *chaos) play(ctx context.Context, total int) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(c.t, err, "CHAOS_SEED")
 	}
-	t.Logf("chaos: %d events, seed %d (CHAOS_SEED to replay), durations %v", total, seed, d)
+	c.t.Logf("chaos: %d events, seed %d (CHAOS_SEED to replay), durations %v", total, seed, chaosDurations)
 	c.rng = rand.New(rand.NewPCG(seed, 0))
 	for len(c.events) < total {
 		c.step(ctx)
 		c.sleep(time.Duration(800+c.rng.IntN(2200)) * time.Millisecond)
 	}
-	c.settle(ctx)
-	end := time.Now()
-
-	terms := readActingLog(t, actingLog)
-	c.checkNoOverlap(terms)
-	c.checkPublished(published.Snapshot())
-	c.checkDepositions(terms, leases.snapshot())
-	c.report(terms, end)
 }
 
 // step plays one random event.
@@ -321,11 +337,11 @@ func readActingLog(t *testing.T, path string) []*term {
 }
 
 // checkNoOverlap: no two terms' actions interleave.
-func (c *chaos) checkNoOverlap(terms []*term) {
+func checkNoOverlap(t *testing.T, terms []*term) {
 	for i, a := range terms {
 		for _, b := range terms[i+1:] {
 			if a.acts > 0 && b.acts > 0 && a.start.Before(b.last) && b.start.Before(a.last) {
-				c.t.Errorf("two leaders acted at once: %s (term %d) %s–%s and %s (term %d) %s–%s",
+				t.Errorf("two leaders acted at once: %s (term %d) %s–%s and %s (term %d) %s–%s",
 					a.id, a.n, a.start.Format(time.StampMicro), a.last.Format(time.StampMicro),
 					b.id, b.n, b.start.Format(time.StampMicro), b.last.Format(time.StampMicro))
 			}
@@ -333,10 +349,11 @@ func (c *chaos) checkNoOverlap(terms []*term) {
 	}
 }
 
-func (c *chaos) checkPublished(changes []fleet.Publication) {
+// checkPublished: the Service never named two replicas at once.
+func checkPublished(t *testing.T, changes []fleet.Publication) {
 	for _, p := range changes {
 		if distinct(p.Addrs) > 1 {
-			c.t.Errorf("two identities published at once at %v: %v", p.At.Format(time.StampMilli), p.Addrs)
+			t.Errorf("two identities published at once at %v: %v", p.At.Format(time.StampMilli), p.Addrs)
 		}
 	}
 }
@@ -344,7 +361,7 @@ func (c *chaos) checkPublished(changes []fleet.Publication) {
 // checkDepositions: a leader that stepped down because another holder
 // has the Lease must be right: the Lease named another holder or term
 // between its term's start and a moment after its stop.
-func (c *chaos) checkDepositions(terms []*term, history []leaseVersion) {
+func checkDepositions(t *testing.T, terms []*term, history []leaseVersion) {
 	for _, tm := range terms {
 		if !strings.Contains(tm.stop, "held by") && !strings.Contains(tm.stop, "taken by") {
 			continue
@@ -357,14 +374,15 @@ func (c *chaos) checkDepositions(terms []*term, history []leaseVersion) {
 			}
 		}
 		if !named {
-			c.t.Errorf("%s (term %d) stepped down at %s (%s) while the Lease still named it",
+			t.Errorf("%s (term %d) stepped down at %s (%s) while the Lease still named it",
 				tm.id, tm.n, tm.stopAt.Format(time.StampMilli), tm.stop)
 		}
 	}
 }
 
-// report logs the counts and the longest times without a leader.
-func (c *chaos) report(terms []*term, end time.Time) {
+// checkGaps bounds the longest time without a leader acting while a
+// healthy standby was there, and logs the run's counts.
+func (c *chaos) checkGaps(t *testing.T, terms []*term, end time.Time) {
 	sorted := slices.Clone(terms)
 	slices.SortFunc(sorted, func(a, b *term) int { return a.start.Compare(b.start) })
 	var longest, longestAny time.Duration
@@ -386,7 +404,7 @@ func (c *chaos) report(terms []*term, end time.Time) {
 		}
 	}
 	if bound := chaosDurations.Lease + time.Second; longest > bound {
-		c.t.Errorf("no leader acted for %v from %s although a healthy standby was there (bound %v)",
+		t.Errorf("no leader acted for %v from %s although a healthy standby was there (bound %v)",
 			longest.Round(time.Millisecond), longestAt.Format(time.StampMilli), bound)
 	}
 	count := map[string]int{}
@@ -405,7 +423,7 @@ func (c *chaos) report(terms []*term, end time.Time) {
 	for _, tm := range terms {
 		acts += tm.acts
 	}
-	c.t.Logf("chaos: %d events:%s %d terms, %d actions logged, no two leaders acted at once; longest time without a leader acting: %v with a healthy standby there (bound %v), %v in all (the run ended %v after its last term began)",
+	t.Logf("chaos: %d events:%s %d terms, %d actions logged; longest time without a leader acting: %v with a healthy standby there (bound %v), %v in all (the run ended %v after its last term began)",
 		len(c.events), b.String(), len(terms), acts, longest.Round(time.Millisecond), chaosDurations.Lease+time.Second,
 		longestAny.Round(time.Millisecond), end.Sub(sorted[len(sorted)-1].start).Round(time.Millisecond))
 }
