@@ -9,6 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fastover/fastover/leader"
 )
 
 // repoRoot is the module's root: the directory above this package's that
@@ -267,4 +271,27 @@ func TestParseHelpFlags(t *testing.T) {
 		assert.True(t, f[name], name)
 	}
 	assert.False(t, f["dir"])
+}
+
+// TestLeaderRoleInDocs keeps the Role that docs/leader.md shows equal to
+// leader.PolicyRules, the Role's one home, for an endpoint with
+// RemoveSelector.
+func TestLeaderRoleInDocs(t *testing.T) {
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "docs", "leader.md"))
+	require.NoError(t, err)
+	var found bool
+	for _, blk := range Parse("docs/leader.md", string(b)).Blocks {
+		if blk.Lang != "yaml" || !strings.HasPrefix(strings.TrimSpace(blk.Text), "rules:") {
+			continue
+		}
+		found = true
+		var role struct {
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		require.NoError(t, yaml.UnmarshalStrict([]byte(blk.Text), &role))
+		assert.Equal(t, leader.PolicyRules(&leader.EndpointConfig{RemoveSelector: true}), role.Rules,
+			"docs/leader.md:%d: the Role differs from leader.PolicyRules", blk.Line)
+	}
+	assert.True(t, found, "docs/leader.md shows the Role in a YAML block starting with rules:")
 }
