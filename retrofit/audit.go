@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // ExcludedNamespaces are never injected, labelled or not: the webhook's
@@ -59,7 +59,7 @@ type Finding struct {
 	Mark string `json:"mark,omitempty"`
 
 	pod      *corev1.Pod
-	decision webhook.Decision
+	decision toleration.Decision
 }
 
 // Effective is a pod's effective NoExecute toleration for one taint.
@@ -87,8 +87,8 @@ func (e Effective) String() string {
 	}
 }
 
-func effective(rule webhook.Rule, tols []corev1.Toleration, key string) Effective {
-	i := webhook.EffectiveToleration(tols, key)
+func effective(rule toleration.Rule, tols []corev1.Toleration, key string) Effective {
+	i := toleration.EffectiveToleration(tols, key)
 	if i < 0 {
 		return Effective{}
 	}
@@ -102,7 +102,7 @@ func effective(rule webhook.Rule, tols []corev1.Toleration, key string) Effectiv
 // Auditor classifies pods with a rule.
 type Auditor struct {
 	// Rule is the webhook's rule; it must be the one the webhook runs with.
-	Rule webhook.Rule
+	Rule toleration.Rule
 	// InstalledAt, if not zero, is when fastover was installed (the
 	// webhook configuration's creation): a pod created before it "predates
 	// fastover", one created after it was "missed by the webhook".
@@ -111,7 +111,7 @@ type Auditor struct {
 
 // Enabled reports whether the webhook injects pods of the namespace.
 func Enabled(ns *corev1.Namespace) bool {
-	return ns.Labels[webhook.NamespaceLabel] == webhook.NamespaceLabelValue &&
+	return ns.Labels[toleration.NamespaceLabel] == toleration.NamespaceLabelValue &&
 		!slices.Contains(ExcludedNamespaces, ns.Name)
 }
 
@@ -124,7 +124,7 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 		Node:        pod.Spec.NodeName,
 		Unreachable: effective(a.Rule, pod.Spec.Tolerations, corev1.TaintNodeUnreachable),
 		NotReady:    effective(a.Rule, pod.Spec.Tolerations, corev1.TaintNodeNotReady),
-		Mark:        pod.Annotations[webhook.AnnotationInjected],
+		Mark:        pod.Annotations[toleration.AnnotationInjected],
 		pod:         pod,
 	}
 	switch {
@@ -135,23 +135,23 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 		f.Status, f.Reason = StatusOutOfScope, settled(pod)
 		return f
 	}
-	d := a.Rule.Decide(webhook.DocumentOf(pod).Pod)
+	d := a.Rule.Decide(toleration.DocumentOf(pod).Pod)
 	f.decision = d
 	switch {
-	case d.Skip == webhook.SkipOptOut:
-		f.Status, f.Reason = StatusKept, "opted out ("+webhook.AnnotationInject+": \"false\")"
-	case d.Skip == webhook.SkipDaemonSet:
+	case d.Skip == toleration.SkipOptOut:
+		f.Status, f.Reason = StatusKept, "opted out ("+toleration.AnnotationInject+": \"false\")"
+	case d.Skip == toleration.SkipDaemonSet:
 		f.Status, f.Reason = StatusKept, "DaemonSet pod"
-	case d.Skip == webhook.SkipMirror:
+	case d.Skip == toleration.SkipMirror:
 		f.Status, f.Reason = StatusKept, "mirror pod"
 	case d.Deny != "":
-		f.Status, f.Reason = StatusKept, "invalid "+webhook.AnnotationTolerationSeconds+" annotation"
+		f.Status, f.Reason = StatusKept, "invalid "+toleration.AnnotationTolerationSeconds+" annotation"
 	case d.Changed():
 		f.Status, f.Mark = StatusNeedsFix, d.Mark()
 		switch {
 		case setUnderAnotherRule(d, pod):
-			f.Reason = "set by fastover under another rule (" + pod.Annotations[webhook.AnnotationInjected] + ")"
-		case pod.Annotations[webhook.AnnotationInjected] != "":
+			f.Reason = "set by fastover under another rule (" + pod.Annotations[toleration.AnnotationInjected] + ")"
+		case pod.Annotations[toleration.AnnotationInjected] != "":
 			f.Reason = "tolerations changed since injection"
 		case !a.InstalledAt.IsZero() && !pod.CreationTimestamp.After(a.InstalledAt.Truncate(time.Second)):
 			// Creation times have a precision of a second: a pod of the
@@ -165,7 +165,7 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 	default:
 		var user []string
 		for _, t := range d.Taints {
-			if t.Action == webhook.ActionKeepUser {
+			if t.Action == toleration.ActionKeepUser {
 				user = append(user, t.Name)
 			}
 		}
@@ -173,7 +173,7 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 			f.Status, f.Reason = StatusKept, "user's own "+strings.Join(user, ", ")+" toleration"
 		} else {
 			f.Status, f.Reason = StatusFast, "injected"
-			if pod.Annotations[webhook.AnnotationInjected] == "" {
+			if pod.Annotations[toleration.AnnotationInjected] == "" {
 				f.Reason = "already as wanted"
 			}
 		}
@@ -184,10 +184,10 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 // setUnderAnotherRule reports whether the decision rewrites a toleration
 // that fastover set (its mark says so) under a rule that wanted other
 // seconds.
-func setUnderAnotherRule(d webhook.Decision, pod *corev1.Pod) bool {
-	mark := pod.Annotations[webhook.AnnotationInjected]
+func setUnderAnotherRule(d toleration.Decision, pod *corev1.Pod) bool {
+	mark := pod.Annotations[toleration.AnnotationInjected]
 	for _, t := range d.Taints {
-		if t.Action == webhook.ActionRewrite && webhook.IsMarked(pod.Spec.Tolerations[t.Index], mark, t.Name, t.Key) {
+		if t.Action == toleration.ActionRewrite && toleration.IsMarked(pod.Spec.Tolerations[t.Index], mark, t.Name, t.Key) {
 			return true
 		}
 	}

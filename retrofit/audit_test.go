@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
-func toleration(key string, seconds *int64) corev1.Toleration {
+func noExecute(key string, seconds *int64) corev1.Toleration {
 	return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds}
 }
 
@@ -22,8 +22,8 @@ func defaulted(name string, created time.Time) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", CreationTimestamp: metav1.NewTime(created)},
 		Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{
-			toleration(corev1.TaintNodeNotReady, ptr.To[int64](300)),
-			toleration(corev1.TaintNodeUnreachable, ptr.To[int64](300)),
+			noExecute(corev1.TaintNodeNotReady, ptr.To[int64](300)),
+			noExecute(corev1.TaintNodeUnreachable, ptr.To[int64](300)),
 		}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
@@ -31,14 +31,14 @@ func defaulted(name string, created time.Time) *corev1.Pod {
 
 func TestClassify(t *testing.T) {
 	installed := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
-	a := Auditor{Rule: webhook.DefaultRule(), InstalledAt: installed}
+	a := Auditor{Rule: toleration.DefaultRule(), InstalledAt: installed}
 	before, after := installed.Add(-time.Hour), installed.Add(time.Hour)
 
 	injected := defaulted("injected", after)
 	injected.Spec.Tolerations[1].TolerationSeconds = ptr.To[int64](0)
-	injected.Annotations = map[string]string{webhook.AnnotationInjected: "unreachable=0s"}
+	injected.Annotations = map[string]string{toleration.AnnotationInjected: "unreachable=0s"}
 	optOut := defaulted("opt-out", before)
-	optOut.Annotations = map[string]string{webhook.AnnotationInject: "false"}
+	optOut.Annotations = map[string]string{toleration.AnnotationInject: "false"}
 	user := defaulted("user", before)
 	user.Spec.Tolerations[1].TolerationSeconds = ptr.To[int64](600)
 	forever := defaulted("forever", before)
@@ -46,15 +46,15 @@ func TestClassify(t *testing.T) {
 	daemon := defaulted("daemon", before)
 	daemon.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "d", APIVersion: "apps/v1"}}
 	badOverride := defaulted("bad", before)
-	badOverride.Annotations = map[string]string{webhook.AnnotationTolerationSeconds: "soon"}
+	badOverride.Annotations = map[string]string{toleration.AnnotationTolerationSeconds: "soon"}
 	finished := defaulted("finished", before)
 	finished.Status.Phase = corev1.PodSucceeded
 	changed := defaulted("changed", after)
-	changed.Annotations = map[string]string{webhook.AnnotationInjected: "unreachable=0s"}
+	changed.Annotations = map[string]string{toleration.AnnotationInjected: "unreachable=0s"}
 	// Injected under a rule of 60 s; the rule is 0 s now.
 	ruleChanged := defaulted("rule-changed", after)
 	ruleChanged.Spec.Tolerations[1].TolerationSeconds = ptr.To[int64](60)
-	ruleChanged.Annotations = map[string]string{webhook.AnnotationInjected: "unreachable=60s"}
+	ruleChanged.Annotations = map[string]string{toleration.AnnotationInjected: "unreachable=60s"}
 
 	for _, tc := range []struct {
 		pod         *corev1.Pod
@@ -90,7 +90,7 @@ func TestClassify(t *testing.T) {
 	}
 
 	// Without the install time, the audit does not guess why.
-	f := Auditor{Rule: webhook.DefaultRule()}.Classify(defaulted("old", before), true)
+	f := Auditor{Rule: toleration.DefaultRule()}.Classify(defaulted("old", before), true)
 	assert.Equal(t, "not injected", f.Reason)
 	assert.Equal(t, "unreachable=0s", f.Mark)
 }
@@ -105,7 +105,7 @@ func TestEnabled(t *testing.T) {
 	ns := func(name, label string) *corev1.Namespace {
 		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if label != "" {
-			n.Labels = map[string]string{webhook.NamespaceLabel: label}
+			n.Labels = map[string]string{toleration.NamespaceLabel: label}
 		}
 		return n
 	}

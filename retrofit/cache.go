@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // The reconciler caches every pod of the cluster, so it keeps of each only
@@ -85,7 +85,7 @@ func SlimPod(pod *corev1.Pod) *corev1.Pod {
 // the annotation.
 func readAnnotation(key string) bool {
 	switch key {
-	case webhook.AnnotationInject, webhook.AnnotationTolerationSeconds, webhook.AnnotationInjected, corev1.MirrorPodAnnotationKey:
+	case toleration.AnnotationInject, toleration.AnnotationTolerationSeconds, toleration.AnnotationInjected, corev1.MirrorPodAnnotationKey:
 		return true
 	}
 	return false

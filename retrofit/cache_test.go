@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // realistic is the webhook's test pod (three containers, env, volumes,
@@ -34,8 +34,8 @@ func realistic(t *testing.T) *corev1.Pod {
 
 func TestSlimPod(t *testing.T) {
 	pod := realistic(t)
-	pod.Annotations[webhook.AnnotationInjected] = "unreachable=0s"
-	pod.Annotations[webhook.AnnotationTolerationSeconds] = "7"
+	pod.Annotations[toleration.AnnotationInjected] = "unreachable=0s"
+	pod.Annotations[toleration.AnnotationTolerationSeconds] = "7"
 	pod.Annotations[corev1.MirrorPodAnnotationKey] = "hash"
 	require.NotEmpty(t, pod.Labels)
 	require.NotEmpty(t, pod.ManagedFields)
@@ -60,7 +60,7 @@ func TestSlimPod(t *testing.T) {
 	assert.Len(t, slim.Annotations, len(pod.Annotations))
 	for k, v := range pod.Annotations {
 		switch k {
-		case webhook.AnnotationInjected, webhook.AnnotationTolerationSeconds, corev1.MirrorPodAnnotationKey:
+		case toleration.AnnotationInjected, toleration.AnnotationTolerationSeconds, corev1.MirrorPodAnnotationKey:
 			assert.Equal(t, v, slim.Annotations[k], k)
 		default:
 			assert.Contains(t, slim.Annotations, k)
@@ -91,9 +91,9 @@ func TestSlimPodDecidesAlike(t *testing.T) {
 		"as stored":        func(*corev1.Pod) {},
 		"no annotations":   func(p *corev1.Pod) { p.Annotations = nil },
 		"no tolerations":   func(p *corev1.Pod) { p.Spec.Tolerations = nil },
-		"opted out":        func(p *corev1.Pod) { p.Annotations[webhook.AnnotationInject] = "false" },
-		"override":         func(p *corev1.Pod) { p.Annotations[webhook.AnnotationTolerationSeconds] = "9" },
-		"invalid override": func(p *corev1.Pod) { p.Annotations[webhook.AnnotationTolerationSeconds] = "x" },
+		"opted out":        func(p *corev1.Pod) { p.Annotations[toleration.AnnotationInject] = "false" },
+		"override":         func(p *corev1.Pod) { p.Annotations[toleration.AnnotationTolerationSeconds] = "9" },
+		"invalid override": func(p *corev1.Pod) { p.Annotations[toleration.AnnotationTolerationSeconds] = "x" },
 		"mirror":           func(p *corev1.Pod) { p.Annotations[corev1.MirrorPodAnnotationKey] = "h" },
 		"daemonset": func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "d", UID: "u"}}
@@ -101,13 +101,13 @@ func TestSlimPodDecidesAlike(t *testing.T) {
 		"finished":    func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded },
 		"terminating": func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) },
 		"injected": func(p *corev1.Pod) {
-			p.Annotations[webhook.AnnotationInjected] = "unreachable=0s"
-			i := webhook.EffectiveToleration(p.Spec.Tolerations, corev1.TaintNodeUnreachable)
+			p.Annotations[toleration.AnnotationInjected] = "unreachable=0s"
+			i := toleration.EffectiveToleration(p.Spec.Tolerations, corev1.TaintNodeUnreachable)
 			p.Spec.Tolerations[i].TolerationSeconds = ptr.To[int64](0)
 		},
 		"injected under another rule": func(p *corev1.Pod) {
-			p.Annotations[webhook.AnnotationInjected] = "unreachable=30s"
-			i := webhook.EffectiveToleration(p.Spec.Tolerations, corev1.TaintNodeUnreachable)
+			p.Annotations[toleration.AnnotationInjected] = "unreachable=30s"
+			i := toleration.EffectiveToleration(p.Spec.Tolerations, corev1.TaintNodeUnreachable)
 			p.Spec.Tolerations[i].TolerationSeconds = ptr.To[int64](30)
 		},
 	}
@@ -116,13 +116,13 @@ func TestSlimPodDecidesAlike(t *testing.T) {
 			pod := base.DeepCopy()
 			change(pod)
 			slim := SlimPod(pod)
-			for _, rule := range []webhook.Rule{webhook.DefaultRule(), {TolerationSeconds: 5, NotReadyTolerationSeconds: ptr.To[int64](20), DefaultTolerationSeconds: 300}} {
+			for _, rule := range []toleration.Rule{toleration.DefaultRule(), {TolerationSeconds: 5, NotReadyTolerationSeconds: ptr.To[int64](20), DefaultTolerationSeconds: 300}} {
 				a := Auditor{Rule: rule, InstalledAt: installed}
 				want, got := a.Classify(pod, true), a.Classify(slim, true)
 				want.pod, got.pod = nil, nil
 				assert.Equal(t, want, got)
-				wantPatch := rule.Decide(webhook.DocumentOf(pod).Pod).Patch(webhook.DocumentOf(pod))
-				gotPatch := rule.Decide(webhook.DocumentOf(slim).Pod).Patch(webhook.DocumentOf(slim))
+				wantPatch := rule.Decide(toleration.DocumentOf(pod).Pod).Patch(toleration.DocumentOf(pod))
+				gotPatch := rule.Decide(toleration.DocumentOf(slim).Pod).Patch(toleration.DocumentOf(slim))
 				assert.Equal(t, wantPatch, gotPatch)
 			}
 		})
@@ -134,7 +134,7 @@ func TestSlimPodDecidesAlike(t *testing.T) {
 func TestFixSlimPodKeepsAnnotations(t *testing.T) {
 	pod := realistic(t)
 	client := fake.NewClientset(pod)
-	res, err := Fixer{Client: client, Rule: webhook.DefaultRule()}.Fix(context.Background(), SlimPod(pod))
+	res, err := Fixer{Client: client, Rule: toleration.DefaultRule()}.Fix(context.Background(), SlimPod(pod))
 	require.NoError(t, err)
 	require.True(t, res.Patched)
 	got, err := client.CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
@@ -142,7 +142,7 @@ func TestFixSlimPodKeepsAnnotations(t *testing.T) {
 	for k, v := range pod.Annotations {
 		assert.Equal(t, v, got.Annotations[k], k)
 	}
-	assert.Equal(t, "unreachable=0s", got.Annotations[webhook.AnnotationInjected])
+	assert.Equal(t, "unreachable=0s", got.Annotations[toleration.AnnotationInjected])
 	assert.Equal(t, pod.Spec.Containers, got.Spec.Containers)
 	assert.Equal(t, pod.Labels, got.Labels)
 }
@@ -152,13 +152,13 @@ func TestFixSlimPodKeepsAnnotations(t *testing.T) {
 func TestFixAfterRuleChange(t *testing.T) {
 	set := defaulted("set", time.Now())
 	set.Spec.Tolerations[1].TolerationSeconds = ptr.To[int64](0)
-	set.Annotations = map[string]string{webhook.AnnotationInjected: "unreachable=0s"}
+	set.Annotations = map[string]string{toleration.AnnotationInjected: "unreachable=0s"}
 	users := defaulted("users", time.Now())
 	users.Spec.Tolerations[1].TolerationSeconds = ptr.To[int64](0)
-	users.Annotations = map[string]string{webhook.AnnotationInjected: "unreachable=user:0s"}
+	users.Annotations = map[string]string{toleration.AnnotationInjected: "unreachable=user:0s"}
 	set.ResourceVersion, users.ResourceVersion = "1", "2"
 	client := fake.NewClientset(set, users)
-	fixer := Fixer{Client: client, Rule: webhook.Rule{TolerationSeconds: 5, DefaultTolerationSeconds: 300}}
+	fixer := Fixer{Client: client, Rule: toleration.Rule{TolerationSeconds: 5, DefaultTolerationSeconds: 300}}
 	a := Auditor{Rule: fixer.Rule}
 
 	assert.Equal(t, StatusNeedsFix, a.Classify(set, true).Status)
@@ -170,7 +170,7 @@ func TestFixAfterRuleChange(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), *got.Spec.Tolerations[1].TolerationSeconds)
 	assert.Equal(t, int64(300), *got.Spec.Tolerations[0].TolerationSeconds, "not-ready is not managed")
-	assert.Equal(t, "unreachable=5s", got.Annotations[webhook.AnnotationInjected])
+	assert.Equal(t, "unreachable=5s", got.Annotations[toleration.AnnotationInjected])
 	assert.Equal(t, StatusFast, a.Classify(got, true).Status)
 
 	assert.Equal(t, StatusKept, a.Classify(users, true).Status)

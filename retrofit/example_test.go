@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/retrofit"
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // A pod created before fastover was installed carries the API server's
@@ -25,7 +25,7 @@ func ExampleFixer_Fix() {
 		}}},
 	}
 	client := fake.NewClientset(pod)
-	rule := webhook.DefaultRule()
+	rule := toleration.DefaultRule()
 
 	f := retrofit.Auditor{Rule: rule}.Classify(pod, true)
 	fmt.Println(f.Status, "-", f.Reason, "- unreachable", f.Unreachable)
@@ -36,7 +36,7 @@ func ExampleFixer_Fix() {
 		return
 	}
 	after := retrofit.Auditor{Rule: rule}.Classify(res.Pod, true)
-	fmt.Println(after.Status, "- unreachable", after.Unreachable, "- mark", res.Pod.Annotations[webhook.AnnotationInjected])
+	fmt.Println(after.Status, "- unreachable", after.Unreachable, "- mark", res.Pod.Annotations[toleration.AnnotationInjected])
 	// Output:
 	// needs-fix - not injected - unreachable 300s (default)
 	// fast - unreachable 0s - mark unreachable=0s

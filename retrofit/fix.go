@@ -12,14 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // Fixer patches pods in place with the webhook's rule.
 type Fixer struct {
 	Client kubernetes.Interface
 	// Rule must be the webhook's.
-	Rule webhook.Rule
+	Rule toleration.Rule
 	// DryRun asks the API server to validate and admit the patch without
 	// storing it (server-side dry run).
 	DryRun bool
@@ -55,7 +55,7 @@ func (f Fixer) Fix(ctx context.Context, pod *corev1.Pod) (Result, error) {
 		if settled(pod) != "" {
 			return Result{Pod: pod}, nil
 		}
-		doc := webhook.DocumentOf(pod)
+		doc := toleration.DocumentOf(pod)
 		d := f.Rule.Decide(doc.Pod)
 		if !d.Changed() {
 			return Result{Pod: pod}, nil

@@ -13,6 +13,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/fastover/fastover/toleration"
 )
 
 // idiomHandler is the way a controller-runtime webhook is usually written,
@@ -21,7 +23,7 @@ import (
 // admission.PatchResponseFromRaw diff the two documents into a patch. It
 // applies the same rule as Handler.
 type idiomHandler struct {
-	rule    Rule
+	rule    toleration.Rule
 	decoder admission.Decoder
 }
 
@@ -30,7 +32,7 @@ func newIdiomHandler() *idiomHandler {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
-	return &idiomHandler{rule: DefaultRule(), decoder: admission.NewDecoder(scheme)}
+	return &idiomHandler{rule: toleration.DefaultRule(), decoder: admission.NewDecoder(scheme)}
 }
 
 func (h *idiomHandler) Handle(_ context.Context, req admission.Request) admission.Response {
@@ -38,18 +40,18 @@ func (h *idiomHandler) Handle(_ context.Context, req admission.Request) admissio
 	if err := h.decoder.Decode(req, pod); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	d := h.rule.Decide(Pod{Annotations: pod.Annotations, OwnerReferences: pod.OwnerReferences, Tolerations: pod.Spec.Tolerations})
+	d := h.rule.Decide(toleration.Pod{Annotations: pod.Annotations, OwnerReferences: pod.OwnerReferences, Tolerations: pod.Spec.Tolerations})
 	switch {
-	case d.Skip != SkipNone:
+	case d.Skip != toleration.SkipNone:
 		return admission.Allowed(string(d.Skip))
 	case d.Deny != "":
 		return admission.Denied(d.Deny)
 	}
 	for _, t := range d.Taints {
 		switch t.Action {
-		case ActionRewrite:
+		case toleration.ActionRewrite:
 			pod.Spec.Tolerations[t.Index].TolerationSeconds = ptr.To(*t.Seconds)
-		case ActionAdd:
+		case toleration.ActionAdd:
 			pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{
 				Key: t.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(*t.Seconds),
 			})
@@ -58,7 +60,7 @@ func (h *idiomHandler) Handle(_ context.Context, req admission.Request) admissio
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[AnnotationInjected] = d.Mark()
+	pod.Annotations[toleration.AnnotationInjected] = d.Mark()
 	marshaled, err := json.Marshal(pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -71,10 +73,10 @@ func (h *idiomHandler) Handle(_ context.Context, req admission.Request) admissio
 func TestIdiomAgrees(t *testing.T) {
 	raw := realisticPod(t)
 	req := request(raw)
-	ours := decodePod(t, applyResponse(t, req, (&Handler{Rule: DefaultRule()}).Handle(context.Background(), req), raw))
+	ours := decodePod(t, applyResponse(t, req, (&Handler{Rule: toleration.DefaultRule()}).Handle(context.Background(), req), raw))
 	idiom := decodePod(t, applyResponse(t, req, newIdiomHandler().Handle(context.Background(), req), raw))
 	assert.Equal(t, idiom, ours)
-	require.Equal(t, "unreachable=0s", ours.Annotations[AnnotationInjected])
+	require.Equal(t, "unreachable=0s", ours.Annotations[toleration.AnnotationInjected])
 }
 
 func benchmarkHandler(b *testing.B, h admission.Handler) {
@@ -96,7 +98,7 @@ func benchmarkHandler(b *testing.B, h admission.Handler) {
 // containers, an init container, env, volumes, the two default
 // tolerations; 7 KB of JSON).
 func BenchmarkHandle(b *testing.B) {
-	benchmarkHandler(b, &Handler{Rule: DefaultRule()})
+	benchmarkHandler(b, &Handler{Rule: toleration.DefaultRule()})
 }
 
 // BenchmarkHandleControllerRuntimeIdiom is the usual controller-runtime way

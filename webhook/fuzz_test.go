@@ -12,10 +12,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/fastover/fastover/toleration"
 )
 
-func fuzzRule() Rule {
-	rule := DefaultRule()
+func fuzzRule() toleration.Rule {
+	rule := toleration.DefaultRule()
 	rule.NotReadyTolerationSeconds = ptr.To[int64](2)
 	return rule
 }
@@ -73,7 +75,7 @@ func FuzzHandlePod(f *testing.F) {
 // pod, leaves every managed taint's effective toleration as wanted or the
 // user's, sets the mark, and a second pass over the patched pod yields no
 // patch.
-func checkPatch(t *testing.T, rule Rule, pod []byte, allowed bool, rawPatch []byte) {
+func checkPatch(t *testing.T, rule toleration.Rule, pod []byte, allowed bool, rawPatch []byte) {
 	t.Helper()
 	if !allowed {
 		t.Fatalf("a patch in a denial: %s", rawPatch)
@@ -86,18 +88,18 @@ func checkPatch(t *testing.T, rule Rule, pod []byte, allowed bool, rawPatch []by
 	if err != nil {
 		t.Fatalf("patch %s does not apply to %s: %v", rawPatch, pod, err)
 	}
-	doc, err := DecodePod(out)
+	doc, err := toleration.DecodePod(out)
 	if err != nil {
 		t.Fatalf("patched pod does not decode: %v\n%s", err, out)
 	}
 	d := rule.Decide(doc.Pod)
 	for _, td := range d.Taints {
-		if td.Action != ActionNone && td.Action != ActionKeepUser {
+		if td.Action != toleration.ActionNone && td.Action != toleration.ActionKeepUser {
 			t.Fatalf("after the patch, %s still needs %s: %s", td.Name, td.Action, out)
 		}
 	}
-	if doc.Annotations[AnnotationInjected] != d.Mark() {
-		t.Fatalf("mark %q, want %q", doc.Annotations[AnnotationInjected], d.Mark())
+	if doc.Annotations[toleration.AnnotationInjected] != d.Mark() {
+		t.Fatalf("mark %q, want %q", doc.Annotations[toleration.AnnotationInjected], d.Mark())
 	}
 	if ops := d.Patch(doc); len(ops) != 0 {
 		t.Fatalf("second pass patches again: %v\n%s", ops, out)

@@ -10,6 +10,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/fastover/fastover/toleration"
 )
 
 // Path is where the webhook is served.
@@ -19,7 +21,7 @@ const Path = "/mutate-v1-pod"
 // controller-runtime's admission.Handler.
 type Handler struct {
 	// Rule decides what each pod's tolerations should be.
-	Rule Rule
+	Rule toleration.Rule
 	// Metrics, if not nil, counts the decisions.
 	Metrics *Metrics
 }
@@ -65,7 +67,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		return h.unhandled(log, reason, err.Error())
 	}
-	doc, err := DecodePod(req.Object.Raw)
+	doc, err := toleration.DecodePod(req.Object.Raw)
 	if err != nil {
 		return h.unhandled(log, ReasonUndecodable, err.Error())
 	}
@@ -73,7 +75,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	d := h.Rule.Decide(doc.Pod)
 	h.Metrics.count(d)
 	switch {
-	case d.Skip != SkipNone:
+	case d.Skip != toleration.SkipNone:
 		return admission.Allowed("fastover skipped the pod: " + string(d.Skip))
 	case d.Deny != "":
 		log.Info("denied a pod", "reason", d.Deny)

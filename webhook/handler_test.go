@@ -18,13 +18,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/fastover/fastover/toleration"
 )
 
 func newHandler(t testing.TB) (*Handler, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)
 	require.NoError(t, err)
-	return &Handler{Rule: DefaultRule(), Metrics: m}, reg
+	return &Handler{Rule: toleration.DefaultRule(), Metrics: m}, reg
 }
 
 func TestHandleRealisticPod(t *testing.T) {
@@ -37,12 +39,12 @@ func TestHandleRealisticPod(t *testing.T) {
 
 	out := applyResponse(t, req, resp, raw)
 	pod := decodePod(t, out)
-	i := EffectiveToleration(pod.Spec.Tolerations, corev1.TaintNodeUnreachable)
+	i := toleration.EffectiveToleration(pod.Spec.Tolerations, corev1.TaintNodeUnreachable)
 	require.GreaterOrEqual(t, i, 0)
 	assert.Equal(t, int64(0), *pod.Spec.Tolerations[i].TolerationSeconds)
-	j := EffectiveToleration(pod.Spec.Tolerations, corev1.TaintNodeNotReady)
+	j := toleration.EffectiveToleration(pod.Spec.Tolerations, corev1.TaintNodeNotReady)
 	assert.Equal(t, int64(300), *pod.Spec.Tolerations[j].TolerationSeconds, "not-ready is left alone")
-	assert.Equal(t, "unreachable=0s", pod.Annotations[AnnotationInjected])
+	assert.Equal(t, "unreachable=0s", pod.Annotations[toleration.AnnotationInjected])
 	assert.Len(t, pod.Spec.Containers, 3, "the rest of the pod is intact")
 
 	// A second pass (reinvocationPolicy: IfNeeded) changes nothing.
@@ -54,7 +56,7 @@ func TestHandleRealisticPod(t *testing.T) {
 // TestPatchShapes applies the patch to pods whose objects on the patch
 // paths are missing, null or empty: the patch must apply to each.
 func TestPatchShapes(t *testing.T) {
-	rule := DefaultRule()
+	rule := toleration.DefaultRule()
 	rule.NotReadyTolerationSeconds = ptr.To[int64](3)
 	h := &Handler{Rule: rule}
 	docs := []string{
@@ -74,11 +76,11 @@ func TestPatchShapes(t *testing.T) {
 			out := applyResponse(t, req, resp, []byte(doc))
 			pod := decodePod(t, out)
 			for key, want := range map[string]int64{corev1.TaintNodeUnreachable: 0, corev1.TaintNodeNotReady: 3} {
-				i := EffectiveToleration(pod.Spec.Tolerations, key)
+				i := toleration.EffectiveToleration(pod.Spec.Tolerations, key)
 				require.GreaterOrEqual(t, i, 0, "%s: %s", key, out)
 				assert.Equal(t, want, *pod.Spec.Tolerations[i].TolerationSeconds, key)
 			}
-			assert.Equal(t, "unreachable=0s,not-ready=3s", pod.Annotations[AnnotationInjected])
+			assert.Equal(t, "unreachable=0s,not-ready=3s", pod.Annotations[toleration.AnnotationInjected])
 			if strings.Contains(doc, `"a":"b"`) {
 				assert.Equal(t, "b", pod.Annotations["a"], "other annotations stay")
 			}
@@ -124,16 +126,16 @@ func TestHandleOutcomes(t *testing.T) {
 		{
 			name: "opt-out skipped",
 			req: func() admission.Request {
-				return request(pod(func(p *corev1.Pod) { p.Annotations[AnnotationInject] = "false" }))
+				return request(pod(func(p *corev1.Pod) { p.Annotations[toleration.AnnotationInject] = "false" }))
 			},
 			allowed: true, message: "opt-out", metric: `fastover_webhook_pods_skipped_total{reason="opt-out"}`,
 		},
 		{
 			name: "invalid override denied",
 			req: func() admission.Request {
-				return request(pod(func(p *corev1.Pod) { p.Annotations[AnnotationTolerationSeconds] = "soon" }))
+				return request(pod(func(p *corev1.Pod) { p.Annotations[toleration.AnnotationTolerationSeconds] = "soon" }))
 			},
-			allowed: false, code: http.StatusForbidden, message: AnnotationTolerationSeconds, metric: "fastover_webhook_pods_denied_total",
+			allowed: false, code: http.StatusForbidden, message: toleration.AnnotationTolerationSeconds, metric: "fastover_webhook_pods_denied_total",
 		},
 		{
 			name: "user toleration kept: only the mark",

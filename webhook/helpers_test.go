@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -66,4 +67,20 @@ func decodePod(t testing.TB, raw []byte) *corev1.Pod {
 	var pod corev1.Pod
 	require.NoError(t, json.Unmarshal(raw, &pod), "%s", raw)
 	return &pod
+}
+
+// Tolerations as they appear in pods: what the API server's
+// DefaultTolerationSeconds plugin adds, and the unreachable one with other
+// seconds.
+var (
+	defaultNotReady    = unreachableOrNotReady(corev1.TaintNodeNotReady, ptr.To[int64](300))
+	defaultUnreachable = unreachable(ptr.To[int64](300))
+)
+
+func unreachable(seconds *int64) corev1.Toleration {
+	return unreachableOrNotReady(corev1.TaintNodeUnreachable, seconds)
+}
+
+func unreachableOrNotReady(key string, seconds *int64) corev1.Toleration {
+	return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds}
 }

@@ -1,6 +1,10 @@
 package webhook
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fastover/fastover/toleration"
+)
 
 // Reasons of fastover_webhook_requests_invalid_total: what the webhook did
 // not understand and allowed unchanged (except ReasonNoRequest, a review
@@ -74,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"reason"}),
 	}
 	// Export every series from the start.
-	for _, r := range []SkipReason{SkipDaemonSet, SkipMirror, SkipOptOut} {
+	for _, r := range []toleration.SkipReason{toleration.SkipDaemonSet, toleration.SkipMirror, toleration.SkipOptOut} {
 		m.skipped.WithLabelValues(string(r))
 	}
 	for _, r := range []string{ReasonNoRequest, ReasonNotAPod, ReasonNoObject, ReasonUndecodable, ReasonTooLarge} {
@@ -94,12 +98,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) count(d Decision) {
+func (m *Metrics) count(d toleration.Decision) {
 	if m == nil {
 		return
 	}
 	switch {
-	case d.Skip != SkipNone:
+	case d.Skip != toleration.SkipNone:
 		m.skipped.WithLabelValues(string(d.Skip)).Inc()
 	case d.Deny != "":
 		m.denied.Inc()

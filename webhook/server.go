@@ -26,6 +26,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/fastover/fastover/toleration"
 )
 
 // Options configure the webhook server. The zero value of each field means
@@ -86,7 +88,7 @@ type Options struct {
 	ShutdownTimeout time.Duration
 
 	// Rule is the toleration rule; the zero value means DefaultRule().
-	Rule *Rule
+	Rule *toleration.Rule
 	// Registry receives the metrics; default controller-runtime's
 	// registry, which already holds its webhook metrics.
 	Registry *prometheus.Registry
@@ -118,7 +120,7 @@ func (o *Options) setDefaults() {
 	setDefault(&o.ShutdownDelay, 5*time.Second)
 	setDefault(&o.ShutdownTimeout, 15*time.Second)
 	if o.Rule == nil {
-		r := DefaultRule()
+		r := toleration.DefaultRule()
 		o.Rule = &r
 	}
 	if o.Registry == nil {

@@ -23,6 +23,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fastover/fastover/internal/version"
+	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -47,7 +48,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("fastover-webhook", flag.ContinueOnError)
 	fs.SetOutput(out)
 	c := &config{}
-	rule := webhook.DefaultRule()
+	rule := toleration.DefaultRule()
 	tlsMin := "1.2"
 	fs.StringVar(&c.opts.Host, "host", "", "address the webhook binds to (default: all)")
 	fs.IntVar(&c.opts.Port, "port", 9443, "port of the webhook's HTTPS server")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fastover/fastover/leader"
 	"github.com/fastover/fastover/retrofit"
+	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -76,7 +77,7 @@ type reconcileRunner struct {
 	log     logr.Logger
 }
 
-func (r *reconcileConfig) build(rule webhook.Rule, registry *prometheus.Registry, log logr.Logger) (*reconcileRunner, error) {
+func (r *reconcileConfig) build(rule toleration.Rule, registry *prometheus.Registry, log logr.Logger) (*reconcileRunner, error) {
 	restConfig, err := clientcmd.BuildConfigFromFlags("", r.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--reconcile: %w", err)
@@ -178,7 +179,7 @@ func (r *reconcileRunner) runBeside(ctx context.Context, serve func(context.Cont
 // metrics (/metrics) and probes (/healthz, /readyz) of opts' addresses, and
 // no webhook server. It returns when ctx ends, or with the election's
 // error (see run).
-func (r *reconcileConfig) runAlone(ctx context.Context, rule webhook.Rule, opts webhook.Options, log logr.Logger) error {
+func (r *reconcileConfig) runAlone(ctx context.Context, rule toleration.Rule, opts webhook.Options, log logr.Logger) error {
 	var reg interface {
 		prometheus.Registerer
 		prometheus.Gatherer

@@ -26,7 +26,7 @@ import (
 
 	"github.com/fastover/fastover/internal/version"
 	"github.com/fastover/fastover/retrofit"
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // Exit codes.
@@ -67,13 +67,13 @@ type options struct {
 	allNamespaces bool
 	output        string
 	webhook       string
-	rule          webhook.Rule
+	rule          toleration.Rule
 	ruleFlags     *flag.FlagSet // bound to rule
 	ruleFrom      string        // where rule comes from, set by setup
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
-	o := &options{config: genericclioptions.NewConfigFlags(true), rule: webhook.DefaultRule()}
+	o := &options{config: genericclioptions.NewConfigFlags(true), rule: toleration.DefaultRule()}
 	root := &cobra.Command{
 		Use:   "kubectl-fastover",
 		Short: "Find and fix pods that would wait 300 s on a lost node",

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // defaultWebhook is the webhook Deployment the manifests install.
@@ -25,20 +25,20 @@ const webhookContainer = "webhook"
 // from: the webhook Deployment's args, with the rule flags given on the
 // command line on top; the flags alone when --webhook is "" or, unless
 // --webhook was given, when that Deployment cannot be read.
-func (o *options) resolveRule(ctx context.Context, client kubernetes.Interface, flags *pflag.FlagSet) (webhook.Rule, string, error) {
+func (o *options) resolveRule(ctx context.Context, client kubernetes.Interface, flags *pflag.FlagSet) (toleration.Rule, string, error) {
 	if o.webhook == "" {
 		return o.rule, "the command line", nil
 	}
 	args, err := webhookArgs(ctx, client, o.webhook)
 	if err != nil {
 		if flags.Changed("webhook") {
-			return webhook.Rule{}, "", err
+			return toleration.Rule{}, "", err
 		}
 		return o.rule, fmt.Sprintf("the command line and fastover's defaults (%v; --webhook names the Deployment, --webhook='' uses the flags alone)", err), nil
 	}
-	rule := webhook.DefaultRule()
+	rule := toleration.DefaultRule()
 	if err := rule.ParseArgs(args); err != nil {
-		return webhook.Rule{}, "", fmt.Errorf("the rule flags of Deployment %s: %w (give them here and --webhook='')", o.webhook, err)
+		return toleration.Rule{}, "", fmt.Errorf("the rule flags of Deployment %s: %w (give them here and --webhook='')", o.webhook, err)
 	}
 	// The rule flags given here win over the Deployment's.
 	var given []string
@@ -48,7 +48,7 @@ func (o *options) resolveRule(ctx context.Context, client kubernetes.Interface, 
 		}
 	})
 	if err := rule.ParseArgs(given); err != nil {
-		return webhook.Rule{}, "", err
+		return toleration.Rule{}, "", err
 	}
 	from := "Deployment " + o.webhook
 	if len(given) > 0 {

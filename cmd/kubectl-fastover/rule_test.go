@@ -15,7 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 func webhookDeployment(ns, name string, containers ...corev1.Container) *appsv1.Deployment {
@@ -57,7 +57,7 @@ func TestResolveRule(t *testing.T) {
 		{name: "which container", objects: []runtime.Object{unnamed}, args: []string{"--webhook=other/unnamed"}, err: `no container named "webhook"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &options{config: genericclioptions.NewConfigFlags(true), rule: webhook.DefaultRule()}
+			o := &options{config: genericclioptions.NewConfigFlags(true), rule: toleration.DefaultRule()}
 			flags := pflag.NewFlagSet("test", pflag.ContinueOnError)
 			o.addFlags(flags)
 			require.NoError(t, flags.Parse(tc.args))

@@ -19,11 +19,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/leader"
 	"github.com/fastover/fastover/internal/certmanager"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/leader"
+	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -383,7 +384,7 @@ func (d *demo) install(ctx context.Context) error {
 	if err := p.WaitHTTP(readyCtx, "http://127.0.0.1:"+strconv.Itoa(ports[1])+"/readyz"); err != nil {
 		return err
 	}
-	if err := env.CreateNamespace(ctx, injectedNS, map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}); err != nil {
+	if err := env.CreateNamespace(ctx, injectedNS, map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}); err != nil {
 		return err
 	}
 	if err := env.CreateNamespace(ctx, controlNS, nil); err != nil {
@@ -395,7 +396,7 @@ func (d *demo) install(ctx context.Context) error {
 	d.out.Printf("    cert-manager issued the Certificate %s/%s %s after the apply, its cainjector set the webhook's caBundle at %s",
 		systemNS, servingCert, FormatDuration(issued), FormatDuration(injected))
 	d.out.Printf("    fastover-webhook serves the Secret %s, copied into its --cert-dir as the kubelet would mount it", servingSecret)
-	done("namespace %s labelled %s=%s; %s, the control group, not", injectedNS, webhook.NamespaceLabel, webhook.NamespaceLabelValue, controlNS)
+	done("namespace %s labelled %s=%s; %s, the control group, not", injectedNS, toleration.NamespaceLabel, toleration.NamespaceLabelValue, controlNS)
 	return nil
 }
 
@@ -440,12 +441,12 @@ func (d *demo) deployApps(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		mark := p.Annotations[webhook.AnnotationInjected]
+		mark := p.Annotations[toleration.AnnotationInjected]
 		if mark == "" {
 			mark = "none"
 		}
 		d.out.Printf("    %s/%s on %s: tolerates %s:NoExecute for %s (%s: %s)",
-			ns, p.Name, p.Spec.NodeName, corev1.TaintNodeUnreachable, tolerationString(p), webhook.AnnotationInjected, mark)
+			ns, p.Name, p.Spec.NodeName, corev1.TaintNodeUnreachable, tolerationString(p), toleration.AnnotationInjected, mark)
 	}
 	done("running")
 	return nil

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // SetWebhookURL points the only webhook of a rendered
@@ -47,7 +47,7 @@ func WaitInjecting(ctx context.Context, client kubernetes.Interface, ns string, 
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		pod, err := client.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err == nil && pod.Annotations[webhook.AnnotationInjected] != "", nil
+		return err == nil && pod.Annotations[toleration.AnnotationInjected] != "", nil
 	})
 	if err != nil {
 		return fmt.Errorf("the API server does not call fastover-webhook for pods of %s: %w", ns, err)

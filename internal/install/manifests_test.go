@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -97,7 +98,7 @@ func TestWebhookInstallFitsTogether(t *testing.T) {
 	assert.Len(t, wh.MatchConditions, 2)
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	assert.Contains(t, dnsNames, svc.Name+"."+svc.Namespace+".svc")
-	assert.Equal(t, webhook.NamespaceLabel, wh.NamespaceSelector.MatchExpressions[0].Key)
+	assert.Equal(t, toleration.NamespaceLabel, wh.NamespaceSelector.MatchExpressions[0].Key)
 }
 
 func TestOverlays(t *testing.T) {
@@ -130,7 +131,7 @@ func TestOverlays(t *testing.T) {
 		assert.False(t, *wh.Spec.Template.Spec.AutomountServiceAccountToken, "the webhook calls no API")
 		assert.NotEqual(t, wh.Spec.Template.Spec.ServiceAccountName, spec.ServiceAccountName)
 		assert.Equal(t, wh.Spec.Template.Spec.Containers[0].Image, spec.Containers[0].Image)
-		whRule, rule := webhook.DefaultRule(), webhook.DefaultRule()
+		whRule, rule := toleration.DefaultRule(), toleration.DefaultRule()
 		require.NoError(t, whRule.ParseArgs(wh.Spec.Template.Spec.Containers[0].Args))
 		require.NoError(t, rule.ParseArgs(spec.Containers[0].Args))
 		assert.Equal(t, whRule, rule, "the reconciler applies the webhook's rule")
@@ -149,7 +150,7 @@ func TestOverlays(t *testing.T) {
 func TestExampleMatchesTheLeaderLibrary(t *testing.T) {
 	objs := render(t, "example")
 	ns := decode[corev1.Namespace](t, objs, "Namespace", "fastover-example")
-	assert.Equal(t, "enabled", ns.Labels[webhook.NamespaceLabel])
+	assert.Equal(t, "enabled", ns.Labels[toleration.NamespaceLabel])
 	svc := decode[corev1.Service](t, objs, "Service", "fastover-example")
 	assert.Empty(t, svc.Spec.Selector, "the leader publishes the endpoint: no selector")
 	dep := decode[appsv1.Deployment](t, objs, "Deployment", "fastover-example")

@@ -26,7 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/internal/cluster"
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 var (
@@ -254,10 +254,10 @@ func startPodStream(ctx context.Context, env *cluster.Env, ns string) *podStream
 			switch {
 			case err != nil:
 				s.errs = append(s.errs, err.Error())
-			case pod.Annotations[webhook.AnnotationInjected] == "":
+			case pod.Annotations[toleration.AnnotationInjected] == "":
 				s.notInjected = append(s.notInjected, pod.Name)
 			default:
-				s.marks[pod.Annotations[webhook.AnnotationInjected]]++
+				s.marks[pod.Annotations[toleration.AnnotationInjected]]++
 			}
 			s.mu.Unlock()
 			time.Sleep(20 * time.Millisecond)

@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fastover/fastover/internal/certmanager"
-	"github.com/fastover/fastover/tests/charts"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/tests/charts"
+	"github.com/fastover/fastover/toleration"
 )
 
 const (
@@ -48,7 +48,7 @@ func TestChartInstall(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, env.CreateNamespace(ctx, systemNS, restricted(nil)))
-	require.NoError(t, env.CreateNamespace(ctx, exampleNS, restricted(map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue})))
+	require.NoError(t, env.CreateNamespace(ctx, exampleNS, restricted(map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue})))
 
 	t.Run("ReadmeCombinations", func(t *testing.T) {
 		for _, in := range readmeInstalls(t) {
@@ -86,14 +86,14 @@ func TestChartInstall(t *testing.T) {
 		require.NoError(t, r.waitReady(ctx))
 	}
 	// The probe pods are bare: a labelled namespace without Pod Security.
-	require.NoError(t, env.CreateNamespace(ctx, "chart-probe", map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}))
+	require.NoError(t, env.CreateNamespace(ctx, "chart-probe", map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}))
 	require.NoError(t, install.WaitInjecting(ctx, env.Client, "chart-probe", time.Minute))
 	t.Logf("chart install: serving certificate Ready %v after the apply, caBundle injected at %v",
 		issued.Round(time.Millisecond), injected.Round(time.Millisecond))
 
 	// The upgrade: a new rule, rolled out one replica at a time.
 	const ns = "chart-upgrade"
-	require.NoError(t, env.CreateNamespace(ctx, ns, restricted(map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue})))
+	require.NoError(t, env.CreateNamespace(ctx, ns, restricted(map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue})))
 	stream := startPodStream(ctx, env, ns)
 	defer stream.finish()
 	stream.waitMark(ctx, t, "unreachable=0s", 20)

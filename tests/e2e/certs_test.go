@@ -20,7 +20,7 @@ import (
 
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // TestCertsCommand installs the webhook without cert-manager:
@@ -86,7 +86,7 @@ func TestCertsCommand(t *testing.T) {
 	pod, err := env.Client.CoreV1().Pods("certs").Create(ctx, bare("trusted"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](0))
-	assert.Equal(t, "unreachable=0s", pod.Annotations[webhook.AnnotationInjected])
+	assert.Equal(t, "unreachable=0s", pod.Annotations[toleration.AnnotationInjected])
 
 	// Renewal: same CA, new serving certificate, no restart.
 	pid := w.proc.Pid()
@@ -105,5 +105,5 @@ func TestCertsCommand(t *testing.T) {
 	assert.Equal(t, pid, w.proc.Pid())
 	pod, err = env.Client.CoreV1().Pods("certs").Create(ctx, bare("renewed"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "unreachable=0s", pod.Annotations[webhook.AnnotationInjected])
+	assert.Equal(t, "unreachable=0s", pod.Annotations[toleration.AnnotationInjected])
 }

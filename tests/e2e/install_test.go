@@ -21,6 +21,7 @@ import (
 	"github.com/fastover/fastover/internal/certmanager"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -109,7 +110,7 @@ func TestInstall(t *testing.T) {
 		ready := 0
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if firstInjected == 0 && p.Annotations[webhook.AnnotationInjected] != "" {
+			if firstInjected == 0 && p.Annotations[toleration.AnnotationInjected] != "" {
 				firstInjected = time.Since(exampleApplied)
 			}
 			if cluster.PodReady(p) {
@@ -122,7 +123,7 @@ func TestInstall(t *testing.T) {
 	require.NoError(t, err)
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		assert.Equal(t, "unreachable=0s", p.Annotations[webhook.AnnotationInjected], p.Name)
+		assert.Equal(t, "unreachable=0s", p.Annotations[toleration.AnnotationInjected], p.Name)
 		assertEffectiveSeconds(t, p, corev1.TaintNodeUnreachable, ptr.To[int64](0))
 	}
 	t.Logf("install: serving certificate Ready %v after the apply, caBundle injected at %v; webhook serving the Secret's files %v after its start; first example pod injected %v after the example's apply, 3 Ready after %v",

@@ -30,10 +30,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/retrofit"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/retrofit"
+	"github.com/fastover/fastover/toleration"
 )
 
 // reconcilerSA is the reconcile overlay's ServiceAccount.
@@ -151,7 +151,7 @@ func initContainer(c corev1.Container) corev1.Container {
 func injected(p *corev1.Pod) *corev1.Pod {
 	p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists,
 		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](0)})
-	p.Annotations[webhook.AnnotationInjected] = "unreachable=0s"
+	p.Annotations[toleration.AnnotationInjected] = "unreachable=0s"
 	return p
 }
 
@@ -226,7 +226,7 @@ func TestReconcilerPolicy(t *testing.T) {
 
 	before, err := c.CoreV1().Pods(shop).Get(ctx, "target", metav1.GetOptions{})
 	require.NoError(t, err)
-	unreachableIndex := webhook.EffectiveToleration(before.Spec.Tolerations, corev1.TaintNodeUnreachable)
+	unreachableIndex := toleration.EffectiveToleration(before.Spec.Tolerations, corev1.TaintNodeUnreachable)
 	require.GreaterOrEqual(t, unreachableIndex, 0)
 	dedicatedIndex := slicesIndex(before.Spec.Tolerations, "dedicated")
 	mark := op("add", "/metadata/annotations/fastover.io~1injected", "unreachable=0s")
@@ -285,7 +285,7 @@ func TestReconcilerPolicy(t *testing.T) {
 		pods := versions()
 		for _, name := range []string{"marked", "default"} {
 			assertEffectiveSeconds(t, pods[name], corev1.TaintNodeUnreachable, ptr.To[int64](5))
-			assert.Equal(t, "unreachable=5s", pods[name].Annotations[webhook.AnnotationInjected], name)
+			assert.Equal(t, "unreachable=5s", pods[name].Annotations[toleration.AnnotationInjected], name)
 		}
 		assert.Equal(t, users.ResourceVersion, pods["users"].ResourceVersion, "the user's own 0 s was changed")
 		a, code := audit(ctx, t, env, "-n", rules, "--webhook=", "--toleration-seconds=5")
@@ -306,9 +306,9 @@ func TestReconcilerPolicy(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			return tgt.Annotations[webhook.AnnotationInjected] == "unreachable=7s" &&
-				pods["marked"].Annotations[webhook.AnnotationInjected] == "unreachable=7s" &&
-				pods["default"].Annotations[webhook.AnnotationInjected] == "unreachable=7s", nil
+			return tgt.Annotations[toleration.AnnotationInjected] == "unreachable=7s" &&
+				pods["marked"].Annotations[toleration.AnnotationInjected] == "unreachable=7s" &&
+				pods["default"].Annotations[toleration.AnnotationInjected] == "unreachable=7s", nil
 		}), "the reconciler did not fix the pods under the policy:\n%s", rec.proc.Tail(30))
 		pods := versions()
 		for _, name := range []string{"marked", "default"} {
@@ -454,7 +454,7 @@ func TestReconcilerMemory(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics, err := retrofit.NewMetrics(reg)
 	require.NoError(t, err)
-	rec := &retrofit.Reconciler{Client: recClient, Auditor: retrofit.Auditor{Rule: webhook.DefaultRule()}, Metrics: metrics}
+	rec := &retrofit.Reconciler{Client: recClient, Auditor: retrofit.Auditor{Rule: toleration.DefaultRule()}, Metrics: metrics}
 
 	base := heapAfterGC()
 	var peak atomic.Uint64

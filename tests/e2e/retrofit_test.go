@@ -22,10 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/retrofit"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/retrofit"
+	"github.com/fastover/fastover/toleration"
 )
 
 // kubectlFastover runs the plugin against the cluster and returns its
@@ -108,7 +108,7 @@ func TestRetrofit(t *testing.T) {
 	_, err = c.AppsV1().Deployments("control").Create(ctx, deployment("app", nil), metav1.CreateOptions{})
 	require.NoError(t, err)
 	optOut := bare("opt-out")
-	optOut.Annotations[webhook.AnnotationInject] = "false"
+	optOut.Annotations[toleration.AnnotationInject] = "false"
 	user := bare("user-600")
 	user.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists,
 		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](600)}}
@@ -128,7 +128,7 @@ func TestRetrofit(t *testing.T) {
 	wh.register(ctx, t, env, admissionregistrationv1.Ignore)
 	ns0, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	require.NoError(t, err)
-	ns0.Labels[webhook.NamespaceLabel] = webhook.NamespaceLabelValue
+	ns0.Labels[toleration.NamespaceLabel] = toleration.NamespaceLabelValue
 	_, err = c.CoreV1().Namespaces().Update(ctx, ns0, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
@@ -153,7 +153,7 @@ func TestRetrofit(t *testing.T) {
 		assert.Equal(t, 1, a.Summary[string(retrofit.StatusNeedsFix)])
 		// The webhook runs outside the cluster here: no Deployment to
 		// read the rule from, so fastover's defaults, and it says so.
-		assert.Equal(t, webhook.DefaultRule().Flags(), a.Rule)
+		assert.Equal(t, toleration.DefaultRule().Flags(), a.Rule)
 		assert.Contains(t, a.RuleFrom, "no Deployment fastover-system/fastover-webhook")
 
 		all, _ := audit(ctx, t, env, "--all-namespaces")
@@ -191,7 +191,7 @@ func TestRetrofit(t *testing.T) {
 		fixed, err := c.CoreV1().Pods(ns).Get(ctx, oldPod.Name, metav1.GetOptions{})
 		require.NoError(t, err)
 		assertEffectiveSeconds(t, fixed, corev1.TaintNodeUnreachable, ptr.To[int64](0))
-		assert.Equal(t, "unreachable=0s", fixed.Annotations[webhook.AnnotationInjected])
+		assert.Equal(t, "unreachable=0s", fixed.Annotations[toleration.AnnotationInjected])
 		_, code = audit(ctx, t, env)
 		assert.Equal(t, 0, code, "audit still finds pods to fix")
 	})
@@ -220,7 +220,7 @@ func TestRetrofit(t *testing.T) {
 		a, _ = audit(ctx, t, env, "--toleration-seconds=0")
 		assert.Equal(t, []string{"--toleration-seconds=0", "--not-ready-toleration-seconds=30", "--default-toleration-seconds=300"}, a.Rule)
 		a, _ = audit(ctx, t, env, "--webhook=")
-		assert.Equal(t, webhook.DefaultRule().Flags(), a.Rule)
+		assert.Equal(t, toleration.DefaultRule().Flags(), a.Rule)
 		assert.Equal(t, "the command line", a.RuleFrom)
 	})
 
@@ -254,11 +254,11 @@ func TestRetrofit(t *testing.T) {
 		pods, err := cluster.PodsOf(ctx, c, ns, "missed")
 		require.NoError(t, err)
 		for i := range pods {
-			assert.Empty(t, pods[i].Annotations[webhook.AnnotationInjected], "injected while the webhook was down?")
+			assert.Empty(t, pods[i].Annotations[toleration.AnnotationInjected], "injected while the webhook was down?")
 		}
 		lateNS, err := c.CoreV1().Namespaces().Get(ctx, "late", metav1.GetOptions{})
 		require.NoError(t, err)
-		lateNS.Labels[webhook.NamespaceLabel] = webhook.NamespaceLabelValue
+		lateNS.Labels[toleration.NamespaceLabel] = toleration.NamespaceLabelValue
 		_, err = c.CoreV1().Namespaces().Update(ctx, lateNS, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		pending, code := audit(ctx, t, env)

@@ -39,6 +39,7 @@ import (
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -71,7 +72,7 @@ func TestWebhookManifestsHardening(t *testing.T) {
 			require.NoError(t, fromUnstructured(o.Object, &dep))
 			pod := dep.Spec.Template.Spec
 			for _, key := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
-				i := webhook.EffectiveToleration(pod.Tolerations, key)
+				i := toleration.EffectiveToleration(pod.Tolerations, key)
 				require.GreaterOrEqual(t, i, 0, key)
 				require.NotNil(t, pod.Tolerations[i].TolerationSeconds, key)
 				assert.LessOrEqual(t, *pod.Tolerations[i].TolerationSeconds, int64(30), key)

@@ -27,6 +27,7 @@ import (
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -180,7 +181,7 @@ func (w *webhookServer) configure(ctx context.Context, t *testing.T, env *cluste
 					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 				},
 			}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}},
 			FailurePolicy:           &policy,
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},
@@ -209,7 +210,7 @@ func waitInjecting(ctx context.Context, t *testing.T, env *cluster.Env) {
 }
 
 func injectLabel() map[string]string {
-	return map[string]string{webhook.NamespaceLabel: webhook.NamespaceLabelValue}
+	return map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}
 }
 
 // bare is a pod with no tolerations of its own.
@@ -310,7 +311,7 @@ func startPodStream(ctx context.Context, env *cluster.Env, ns string) *podStream
 			switch {
 			case err != nil:
 				s.errs = append(s.errs, err.Error())
-			case pod.Annotations[webhook.AnnotationInjected] != "unreachable=0s":
+			case pod.Annotations[toleration.AnnotationInjected] != "unreachable=0s":
 				s.notInjected = append(s.notInjected, pod.Name)
 			default:
 				s.injected++

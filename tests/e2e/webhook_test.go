@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/internal/cluster"
-	"github.com/fastover/fastover/webhook"
+	"github.com/fastover/fastover/toleration"
 )
 
 // TestWebhookInjection runs fastover-webhook behind the real API server's
@@ -53,12 +53,12 @@ func TestWebhookInjection(t *testing.T) {
 		pod := create(t, on, bare("direct"))
 		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](0))
 		assertEffectiveSeconds(t, pod, corev1.TaintNodeNotReady, ptr.To[int64](300))
-		assert.Equal(t, "unreachable=0s", pod.Annotations[webhook.AnnotationInjected])
+		assert.Equal(t, "unreachable=0s", pod.Annotations[toleration.AnnotationInjected])
 	})
 	t.Run("pod in an unlabelled namespace", func(t *testing.T) {
 		pod := create(t, off, bare("direct"))
 		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](300))
-		assert.NotContains(t, pod.Annotations, webhook.AnnotationInjected)
+		assert.NotContains(t, pod.Annotations, toleration.AnnotationInjected)
 	})
 	t.Run("deployments", func(t *testing.T) {
 		for ns, want := range map[string]int64{on: 0, off: 300} {
@@ -82,24 +82,24 @@ func TestWebhookInjection(t *testing.T) {
 		pod := waitRunning(ctx, t, c, on, "agent", time.Minute)
 		// The DaemonSet controller's own toleration: forever.
 		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, nil)
-		assert.NotContains(t, pod.Annotations, webhook.AnnotationInjected)
+		assert.NotContains(t, pod.Annotations, toleration.AnnotationInjected)
 	})
 	t.Run("opt-out", func(t *testing.T) {
-		pod := create(t, on, withAnnotation("opted-out", webhook.AnnotationInject, "false"))
+		pod := create(t, on, withAnnotation("opted-out", toleration.AnnotationInject, "false"))
 		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](300))
-		assert.NotContains(t, pod.Annotations, webhook.AnnotationInjected)
+		assert.NotContains(t, pod.Annotations, toleration.AnnotationInjected)
 	})
 	t.Run("override", func(t *testing.T) {
-		pod := create(t, on, withAnnotation("override", webhook.AnnotationTolerationSeconds, "30"))
+		pod := create(t, on, withAnnotation("override", toleration.AnnotationTolerationSeconds, "30"))
 		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](30))
-		assert.Equal(t, "unreachable=30s", pod.Annotations[webhook.AnnotationInjected])
+		assert.Equal(t, "unreachable=30s", pod.Annotations[toleration.AnnotationInjected])
 	})
 	t.Run("invalid override is denied with its reason", func(t *testing.T) {
-		_, err := c.CoreV1().Pods(on).Create(ctx, withAnnotation("bad", webhook.AnnotationTolerationSeconds, "soon"), metav1.CreateOptions{})
+		_, err := c.CoreV1().Pods(on).Create(ctx, withAnnotation("bad", toleration.AnnotationTolerationSeconds, "soon"), metav1.CreateOptions{})
 		require.Error(t, err)
 		assert.True(t, apierrors.IsForbidden(err), "%v", err)
 		assert.Contains(t, err.Error(), `admission webhook "pods.fastover.io" denied the request`)
-		assert.Contains(t, err.Error(), webhook.AnnotationTolerationSeconds)
+		assert.Contains(t, err.Error(), toleration.AnnotationTolerationSeconds)
 		assert.Contains(t, err.Error(), "non-negative integer")
 		t.Logf("the client sees: %v", err)
 	})
@@ -110,13 +110,13 @@ func TestWebhookInjection(t *testing.T) {
 		}}
 		pod := create(t, on, p)
 		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](600))
-		assert.Equal(t, "unreachable=user:600s", pod.Annotations[webhook.AnnotationInjected])
+		assert.Equal(t, "unreachable=user:600s", pod.Annotations[toleration.AnnotationInjected])
 	})
 	t.Run("dry run", func(t *testing.T) {
 		pod, err := c.CoreV1().Pods(on).Create(ctx, bare("dry"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		require.NoError(t, err)
 		assertEffectiveSeconds(t, pod, corev1.TaintNodeUnreachable, ptr.To[int64](0))
-		assert.Equal(t, "unreachable=0s", pod.Annotations[webhook.AnnotationInjected])
+		assert.Equal(t, "unreachable=0s", pod.Annotations[toleration.AnnotationInjected])
 		_, err = c.CoreV1().Pods(on).Get(ctx, "dry", metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err), "a dry-run pod is not stored: %v", err)
 	})

@@ -1,4 +1,4 @@
-package webhook
+package toleration
 
 import (
 	"fmt"
@@ -199,7 +199,7 @@ func (r Rule) decideTaint(tols []corev1.Toleration, mark, name, key string, want
 	switch {
 	case eff.TolerationSeconds != nil && *eff.TolerationSeconds == want:
 		td.Action, td.Seconds = ActionNone, &want
-	case r.isDefault(eff, key), IsMarked(eff, mark, name, key):
+	case r.IsAPIServerDefault(eff, key), IsMarked(eff, mark, name, key):
 		td.Action, td.Seconds = ActionRewrite, &want
 	default:
 		// Other seconds, none (forever), or a broader toleration that
@@ -209,9 +209,13 @@ func (r Rule) decideTaint(tols []corev1.Toleration, mark, name, key string, want
 	return td
 }
 
-// isDefault reports whether t is exactly what the API server's
-// DefaultTolerationSeconds plugin adds for the taint key.
-func (r Rule) isDefault(t corev1.Toleration, key string) bool {
+// IsAPIServerDefault reports whether t is exactly what the API server's
+// DefaultTolerationSeconds admission plugin adds for the taint key: the
+// key, operator Exists, no value, effect NoExecute and the rule's
+// DefaultTolerationSeconds. Such a toleration is not the user's choice, so
+// the rule rewrites it. The webhook, the retrofit audit, the reconciler
+// and the demo all ask this one function.
+func (r Rule) IsAPIServerDefault(t corev1.Toleration, key string) bool {
 	return t.Key == key && t.Operator == corev1.TolerationOpExists && t.Value == "" &&
 		t.Effect == corev1.TaintEffectNoExecute &&
 		t.TolerationSeconds != nil && *t.TolerationSeconds == r.DefaultTolerationSeconds
