@@ -1,6 +1,6 @@
 // Package docs checks fastover's documentation against the repository:
-// README.md, docs/*.md, CONTRIBUTING.md, SECURITY.md, CHANGELOG.md and the
-// READMEs of charts/ and examples/.
+// every Markdown file (README.md, docs/*.md, CONTRIBUTING.md, SECURITY.md,
+// CHANGELOG.md, the READMEs of examples/ and charts/).
 //
 // Links: a relative link must name a file or directory that exists, and
 // its #anchor a heading of that Markdown file; an absolute link into the

@@ -31,19 +31,34 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// documents are the Markdown files the checker reads, relative to root.
+// documents are the Markdown files the checker reads, relative to root:
+// every .md file of the repository outside bin/, hidden directories and
+// testdata (README.md, CONTRIBUTING.md, SECURITY.md, CHANGELOG.md, docs/,
+// the READMEs of examples/ and charts/).
 func documents(t *testing.T, root string) []string {
 	t.Helper()
-	files := []string{"README.md", "CONTRIBUTING.md", "SECURITY.md", "CHANGELOG.md"}
-	for _, pattern := range []string{"docs/*.md", "charts/*/README.md", "examples/*/README.md"} {
-		m, err := filepath.Glob(filepath.Join(root, pattern))
-		require.NoError(t, err)
-		for _, f := range m {
-			rel, err := filepath.Rel(root, f)
-			require.NoError(t, err)
+	var files []string
+	err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if p != root && (strings.HasPrefix(e.Name(), ".") || e.Name() == "bin" || e.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".md") {
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
 			files = append(files, filepath.ToSlash(rel))
 		}
-	}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Contains(t, files, "README.md")
 	return files
 }
 
