@@ -3,9 +3,14 @@ package leader
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -20,6 +26,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // testPublisher is a publisher whose caches the test fills by hand, so
@@ -199,4 +206,335 @@ func TestOwnerReferenceDoesNotBlockDeletion(t *testing.T) {
 	require.Len(t, refs, 1)
 	assert.Nil(t, refs[0].BlockOwnerDeletion)
 	assert.True(t, *refs[0].Controller)
+}
+
+// A Service with a selector, without RemoveSelector: reported (error and
+// Event), nothing written.
+func TestServiceWithSelectorIsReported(t *testing.T) {
+	svc := testService()
+	svc.Spec.Selector = map[string]string{"app": "ctl"}
+	tp := newTestPublisher(t, "10.1.2.3", svc)
+	err := tp.reconcile(context.Background(), true)
+	require.ErrorIs(t, err, ErrServiceHasSelector)
+	assert.ErrorContains(t, err, "app=ctl")
+	assert.Equal(t, 0, tp.writes())
+	assert.Contains(t, <-tp.events.Events, "Warning ServiceHasSelector")
+	for _, a := range tp.client.Actions() {
+		assert.NotEqual(t, "patch", a.GetVerb())
+	}
+}
+
+// RemoveSelector: the selector goes, with a patch that fails if the
+// Service changed since it was read; the endpoints controller's Endpoints
+// object goes too; then the slice is written.
+func TestRemoveSelector(t *testing.T) {
+	svc := testService()
+	svc.ResourceVersion = "7"
+	svc.Spec.Selector = map[string]string{"app": "ctl"}
+	tp := newTestPublisher(t, "10.1.2.3", svc)
+	tp.ep.RemoveSelector = true
+	require.NoError(t, tp.client.Tracker().Add(staleEndpoints()))
+	require.NoError(t, tp.reconcile(context.Background(), false))
+
+	var patch string
+	for _, a := range tp.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			patch = string(p.GetPatch())
+		}
+	}
+	assert.JSONEq(t, `[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"remove","path":"/spec/selector"}]`, patch)
+	got, err := tp.client.CoreV1().Services("ns").Get(context.Background(), "svc", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, got.Spec.Selector)
+	_, err = tp.client.CoreV1().Endpoints("ns").Get(context.Background(), "svc", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the stale Endpoints object is left: %v", err)
+	assert.Equal(t, []string{"10.1.2.3"}, tp.apiSlice(t).Endpoints[0].Addresses)
+	assert.Contains(t, <-tp.events.Events, "Normal SelectorRemoved")
+}
+
+// Every other slice of the Service goes; a mirrored one takes its
+// Endpoints object along, or the mirroring controller would bring it back.
+func TestOtherSlicesAreDeleted(t *testing.T) {
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	other := func(name, managedBy string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), Labels: map[string]string{
+				discoveryv1.LabelServiceName: "svc", discoveryv1.LabelManagedBy: managedBy,
+			}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+		}
+	}
+	for _, s := range []*discoveryv1.EndpointSlice{other("svc-abcde", "endpointslice-controller.k8s.io"), other("svc-mirror", mirroringController)} {
+		require.NoError(t, tp.client.Tracker().Add(s))
+		require.NoError(t, tp.slices.Add(s))
+	}
+	require.NoError(t, tp.client.Tracker().Add(staleEndpoints()))
+	require.NoError(t, tp.reconcile(context.Background(), false))
+	list, err := tp.client.DiscoveryV1().EndpointSlices("ns").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1)
+	assert.Equal(t, "svc-fastover", list.Items[0].Name)
+	_, err = tp.client.CoreV1().Endpoints("ns").Get(context.Background(), "svc", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the mirrored Endpoints object is left: %v", err)
+	for _, a := range tp.client.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok && d.GetResource().Resource == "endpointslices" {
+			require.NotNil(t, d.GetDeleteOptions().Preconditions, "a delete without its UID could hit a new slice")
+			assert.Equal(t, types.UID(d.GetName()+"-uid"), *d.GetDeleteOptions().Preconditions.UID)
+		}
+	}
+}
+
+// A replica past its renew deadline writes nothing.
+func TestNotLeadingWritesNothing(t *testing.T) {
+	svc := testService()
+	svc.Spec.Selector = map[string]string{"app": "ctl"}
+	tp := newTestPublisher(t, "10.1.2.3", svc)
+	tp.leading = func() bool { return false }
+	tp.ep.RemoveSelector = true
+	assert.ErrorIs(t, tp.reconcile(context.Background(), true), errNotLeading)
+	tp2 := newTestPublisher(t, "10.1.2.3", testService())
+	tp2.leading = func() bool { return false }
+	assert.ErrorIs(t, tp2.reconcile(context.Background(), true), errNotLeading)
+	assert.ErrorIs(t, tp2.deleteStaleEndpoints(context.Background()), errNotLeading)
+	assert.Empty(t, tp.client.Actions())
+	assert.Empty(t, tp2.client.Actions())
+}
+
+// withdraw deletes this replica's slice, the version it saw, and nothing
+// else: not another leader's slice, not after the renew deadline.
+func TestWithdraw(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	require.NoError(t, tp.withdraw(ctx), "no slice: nothing to do")
+	require.NoError(t, tp.reconcile(ctx, false))
+	s := tp.apiSlice(t)
+	s.UID, s.ResourceVersion = "slice-uid", "9"
+	require.NoError(t, tp.slices.Add(s))
+
+	tp.leading = func() bool { return false }
+	assert.ErrorIs(t, tp.withdraw(ctx), errNotLeading)
+	tp.leading = func() bool { return true }
+
+	theirs := s.DeepCopy()
+	theirs.Annotations[AnnotationIdentity] = "next-leader"
+	require.NoError(t, tp.slices.Update(theirs))
+	require.NoError(t, tp.withdraw(ctx))
+	tp.apiSlice(t) // still there
+
+	require.NoError(t, tp.slices.Update(s))
+	require.NoError(t, tp.withdraw(ctx))
+	_, err := tp.client.DiscoveryV1().EndpointSlices("ns").Get(ctx, "svc-fastover", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err))
+	var last k8stesting.DeleteAction
+	for _, a := range tp.client.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok {
+			last = d
+		}
+	}
+	require.NotNil(t, last)
+	assert.Equal(t, types.UID("slice-uid"), *last.GetDeleteOptions().Preconditions.UID)
+	assert.Equal(t, "9", *last.GetDeleteOptions().Preconditions.ResourceVersion)
+}
+
+// desiredSlice: the endpoint's address in canonical form and of its
+// family (an IPv4-mapped IPv6 address is IPv4), its Pod and node, the
+// Service's ports with numeric targetPorts, named ones as the port.
+func TestDesiredSlice(t *testing.T) {
+	svc := testService()
+	svc.Spec.Ports = []corev1.ServicePort{
+		{Name: "https", Port: 443, TargetPort: intstr.FromInt32(8443)},
+		{Name: "metrics", Port: 9090, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("metrics"), AppProtocol: ptrTo("http")},
+		{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+	}
+	tp := newTestPublisher(t, "::ffff:10.1.2.3", svc)
+	tp.ep.PodName, tp.ep.NodeName = "ctl-0", "node-a"
+	s := tp.desiredSlice(svc)
+	assert.Equal(t, discoveryv1.AddressTypeIPv4, s.AddressType)
+	require.Len(t, s.Endpoints, 1)
+	ep := s.Endpoints[0]
+	assert.Equal(t, []string{"10.1.2.3"}, ep.Addresses)
+	assert.Equal(t, &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "ctl-0"}, ep.TargetRef)
+	assert.Equal(t, "node-a", *ep.NodeName)
+	assert.True(t, *ep.Conditions.Ready)
+	assert.True(t, *ep.Conditions.Serving)
+	assert.False(t, *ep.Conditions.Terminating)
+	assert.Equal(t, []discoveryv1.EndpointPort{
+		{Name: ptrTo("https"), Port: ptrTo[int32](8443), Protocol: ptrTo(corev1.ProtocolTCP)},
+		{Name: ptrTo("metrics"), Port: ptrTo[int32](9090), Protocol: ptrTo(corev1.ProtocolTCP), AppProtocol: ptrTo("http")},
+		{Name: ptrTo("dns"), Port: ptrTo[int32](53), Protocol: ptrTo(corev1.ProtocolUDP)},
+	}, s.Ports)
+	assert.Equal(t, map[string]string{discoveryv1.LabelServiceName: "svc", discoveryv1.LabelManagedBy: ManagedBy}, s.Labels)
+	assert.Equal(t, "me", s.Annotations[AnnotationIdentity])
+
+	tp6 := newTestPublisher(t, "fd00::a", svc)
+	s6 := tp6.desiredSlice(svc)
+	assert.Equal(t, discoveryv1.AddressTypeIPv6, s6.AddressType)
+	assert.Equal(t, []string{"fd00::a"}, s6.Endpoints[0].Addresses)
+	assert.Nil(t, s6.Endpoints[0].TargetRef)
+	assert.Nil(t, s6.Endpoints[0].NodeName)
+}
+
+// sliceUpToDate: what others add is left alone; what the leader sets must
+// be as it wants.
+func TestSliceUpToDate(t *testing.T) {
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	want := tp.desiredSlice(testService())
+	assert.True(t, sliceUpToDate(want.DeepCopy(), want))
+	for name, change := range map[string]func(s *discoveryv1.EndpointSlice){
+		"extra label":      func(s *discoveryv1.EndpointSlice) { s.Labels["team"] = "x" },
+		"extra annotation": func(s *discoveryv1.EndpointSlice) { s.Annotations["note"] = "x" },
+	} {
+		have := want.DeepCopy()
+		change(have)
+		assert.True(t, sliceUpToDate(have, want), name)
+	}
+	for name, change := range map[string]func(s *discoveryv1.EndpointSlice){
+		"address":          func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Addresses = []string{"10.9.9.9"} },
+		"not ready":        func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Conditions.Ready = ptrTo(false) },
+		"managed-by":       func(s *discoveryv1.EndpointSlice) { s.Labels[discoveryv1.LabelManagedBy] = "someone" },
+		"no service label": func(s *discoveryv1.EndpointSlice) { delete(s.Labels, discoveryv1.LabelServiceName) },
+		"identity":         func(s *discoveryv1.EndpointSlice) { s.Annotations[AnnotationIdentity] = "other" },
+		"address type":     func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeIPv6 },
+		"owner":            func(s *discoveryv1.EndpointSlice) { s.OwnerReferences = nil },
+		"port":             func(s *discoveryv1.EndpointSlice) { s.Ports[0].Port = ptrTo[int32](9) },
+		"no ports":         func(s *discoveryv1.EndpointSlice) { s.Ports = nil },
+	} {
+		have := want.DeepCopy()
+		change(have)
+		assert.False(t, sliceUpToDate(have, want), name)
+	}
+}
+
+// The slice's name is the Service's with a suffix, cut to the API's
+// limit.
+func TestSliceName(t *testing.T) {
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	assert.Equal(t, "svc-fastover", tp.sliceName())
+	tp.ep.Service = strings.Repeat("s", 250)
+	assert.Len(t, tp.sliceName(), 253)
+}
+
+// A missing Service is an error that names it; nothing is written.
+func TestMissingService(t *testing.T) {
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	require.NoError(t, tp.services.Delete(testService()))
+	assert.ErrorContains(t, tp.reconcile(context.Background(), false), "service ns/svc")
+	assert.Equal(t, 0, tp.writes())
+}
+
+// The publishing loop: at once (the publish time observed), again when
+// woken, with a growing backoff after errors (counted), and until the
+// replica no longer leads or the term ends.
+func TestPublishLoop(t *testing.T) {
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	clk := clocktesting.NewFakeClock(time.Now())
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	tp.cfg.Clock, tp.cfg.Metrics = clk, m
+	tp.trigger = make(chan struct{}, 1)
+	var failing atomic.Bool
+	tp.client.PrependReactor("*", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() && (a.GetVerb() == "create" || a.GetVerb() == "update") {
+			return true, nil, apierrors.NewServiceUnavailable("restarting")
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	acquired := clk.Now()
+	clk.Step(3 * time.Millisecond)
+	go func() { defer close(done); tp.run(ctx, acquired) }()
+
+	require.Eventually(t, clk.HasWaiters, waitFor, time.Millisecond)
+	tp.apiSlice(t) // published
+	var h dto.Metric
+	require.NoError(t, m.publish.Write(&h))
+	assert.Equal(t, uint64(1), h.Histogram.GetSampleCount())
+	assert.InDelta(t, 0.003, h.Histogram.GetSampleSum(), 1e-9, "from acquiring to published, on the clock")
+
+	// Someone changes the slice: woken, the loop writes it back.
+	s := tp.apiSlice(t)
+	s.Endpoints[0].Addresses = []string{"10.9.9.9"}
+	_, err = tp.client.DiscoveryV1().EndpointSlices("ns").Update(ctx, s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, tp.slices.Add(s))
+	wake(tp.trigger)
+	require.Eventually(t, func() bool {
+		return tp.apiSlice(t).Endpoints[0].Addresses[0] == "10.1.2.3"
+	}, waitFor, time.Millisecond)
+
+	// Errors: counted, retried after 50 ms, then 100 ms.
+	failing.Store(true)
+	s = tp.apiSlice(t)
+	s.Endpoints[0].Addresses = []string{"10.9.9.9"}
+	require.NoError(t, tp.client.Tracker().Update(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), s, "ns"))
+	require.NoError(t, tp.slices.Update(s))
+	require.Eventually(t, clk.HasWaiters, waitFor, time.Millisecond)
+	wake(tp.trigger)
+	require.Eventually(t, func() bool { return value(t, m.publishErrors) == 1 }, waitFor, time.Millisecond)
+	require.Eventually(t, clk.HasWaiters, waitFor, time.Millisecond)
+	clk.Step(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return value(t, m.publishErrors) == 2 }, waitFor, time.Millisecond)
+	require.Eventually(t, clk.HasWaiters, waitFor, time.Millisecond)
+	clk.Step(99 * time.Millisecond)
+	require.Eventually(t, clk.HasWaiters, waitFor, time.Millisecond)
+	assert.Equal(t, float64(2), value(t, m.publishErrors), "retried before the backoff")
+	failing.Store(false)
+	clk.Step(time.Millisecond)
+	require.Eventually(t, func() bool {
+		return tp.apiSlice(t).Endpoints[0].Addresses[0] == "10.1.2.3"
+	}, waitFor, time.Millisecond)
+
+	// No longer leading: the loop ends by itself.
+	tp.leading = func() bool { return false }
+	s = tp.apiSlice(t)
+	s.Endpoints[0].Addresses = []string{"10.9.9.9"}
+	require.NoError(t, tp.slices.Update(s))
+	wake(tp.trigger)
+	select {
+	case <-done:
+	case <-time.After(waitFor):
+		t.Fatal("the loop went on after the replica stopped leading")
+	}
+	cancel()
+}
+
+// A pass at least every LeaseDuration; the term's end stops the loop.
+func TestPublishLoopStopsWithTheTerm(t *testing.T) {
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	clk := clocktesting.NewFakeClock(time.Now())
+	tp.cfg.Clock = clk
+	tp.trigger = make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tp.run(ctx, clk.Now()) }()
+	require.Eventually(t, clk.HasWaiters, waitFor, time.Millisecond)
+	// Someone changes the slice and the watch misses it: the pass every
+	// LeaseDuration puts it right, not sooner.
+	s := tp.apiSlice(t)
+	s.Endpoints[0].Addresses = []string{"10.9.9.9"}
+	require.NoError(t, tp.client.Tracker().Update(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), s, "ns"))
+	require.NoError(t, tp.slices.Add(s))
+	clk.Step(DefaultLeaseDuration - time.Millisecond)
+	require.Eventually(t, clk.HasWaiters, waitFor, time.Millisecond)
+	assert.Equal(t, "10.9.9.9", tp.apiSlice(t).Endpoints[0].Addresses[0])
+	clk.Step(time.Millisecond)
+	require.Eventually(t, func() bool {
+		return tp.apiSlice(t).Endpoints[0].Addresses[0] == "10.1.2.3"
+	}, waitFor, time.Millisecond, "no pass after a lease duration")
+	require.Eventually(t, clk.HasWaiters, waitFor, time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(waitFor):
+		t.Fatal("the loop did not stop with its context")
+	}
+}
+
+// staleEndpoints is the Endpoints object the endpoints controller leaves
+// behind from a Service's selector days.
+func staleEndpoints() runtime.Object {
+	//nolint:staticcheck // the deprecated object is what the leader deletes
+	return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc"}}
 }

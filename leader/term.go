@@ -121,7 +121,7 @@ func (t *term) checkHolder(ctx context.Context, deadline time.Time) error {
 	cctx, cancel := context.WithTimeout(ctx, deadline.Sub(t.e.cfg.Clock.Now()))
 	defer cancel()
 	if lost, holder := t.e.lease.confirmLost(cctx); lost {
-		return fmt.Errorf("%w: the Lease was taken by %q", ErrLeadershipLost, holder)
+		return fmt.Errorf("%w: the Lease is held by %q", ErrLeadershipLost, holder)
 	}
 	return nil
 }

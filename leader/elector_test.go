@@ -1,0 +1,546 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+// The elector's tests run Run against a fake clientset (its watches
+// included) on a fake clock: time moves only when the test steps it, so
+// the deadlines are exact and nothing waits in real time but for the
+// goroutines to get there (bounded by waitFor).
+
+const waitFor = 10 * time.Second
+
+var leasesGVR = coordinationv1.SchemeGroupVersion.WithResource("leases")
+
+// testRun is one Run of an Elector on a fake clock.
+type testRun struct {
+	t       *testing.T
+	el      *Elector
+	client  *fake.Clientset
+	clock   *clocktesting.FakeClock
+	events  *record.FakeRecorder
+	cancel  context.CancelFunc
+	done    chan error
+	leading chan struct{} // closed when the work starts
+	// stoppedAt is the fake time at which the work's context ended.
+	stoppedAt chan time.Time
+	workErr   error // what the default work returns
+}
+
+// startRun starts Run of an Elector "me" with lease 15s, renew deadline
+// 10s, retry period 2s (the defaults), on a fake clock; mutate may change
+// the config and the work.
+func startRun(t *testing.T, client *fake.Clientset, mutate func(*Config), work func(r *testRun) func(context.Context) error) *testRun {
+	t.Helper()
+	r := &testRun{
+		t: t, client: client,
+		clock:     clocktesting.NewFakeClock(time.Now()),
+		events:    record.NewFakeRecorder(100),
+		done:      make(chan error, 1),
+		leading:   make(chan struct{}),
+		stoppedAt: make(chan time.Time, 1),
+	}
+	cfg := Config{Client: client, Namespace: "ns", LeaseName: "l", Identity: "me",
+		Clock: r.clock, EventRecorder: r.events, Logger: testr.New(t)}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	el, err := New(cfg)
+	require.NoError(t, err)
+	r.el = el
+	w := r.defaultWork
+	if work != nil {
+		w = work(r)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-r.done:
+			r.done <- err
+		case <-time.After(waitFor):
+		}
+	})
+	go func() { r.done <- el.Run(ctx, w) }()
+	return r
+}
+
+func (r *testRun) defaultWork(ctx context.Context) error {
+	close(r.leading)
+	<-ctx.Done()
+	r.stoppedAt <- r.clock.Now()
+	return r.workErr
+}
+
+// awaitLeading waits for the work to start.
+func (r *testRun) awaitLeading() {
+	r.t.Helper()
+	select {
+	case <-r.leading:
+	case err := <-r.done:
+		r.t.Fatalf("Run returned before leading: %v", err)
+	case <-time.After(waitFor):
+		r.t.Fatal("not leading")
+	}
+}
+
+// result waits for Run to return.
+func (r *testRun) result() error {
+	r.t.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err // for Cleanup
+		return err
+	case <-time.After(waitFor):
+		r.t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+// stepUntil steps the fake clock by d, each time the elector waits on it,
+// until cond holds; it fails after waitFor of real time.
+func (r *testRun) stepUntil(d time.Duration, cond func() bool) {
+	r.t.Helper()
+	limit := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(limit) {
+			r.t.Fatal("condition not reached")
+		}
+		if r.clock.HasWaiters() {
+			r.clock.Step(d)
+		}
+		time.Sleep(time.Millisecond) // let the elector run
+	}
+}
+
+// awaitWaiting waits until the elector waits on the clock.
+func (r *testRun) awaitWaiting() {
+	r.t.Helper()
+	require.Eventually(r.t, r.clock.HasWaiters, waitFor, time.Millisecond)
+}
+
+func (r *testRun) lease() *coordinationv1.Lease {
+	r.t.Helper()
+	l, err := r.client.CoordinationV1().Leases("ns").Get(context.Background(), "l", metav1.GetOptions{})
+	require.NoError(r.t, err)
+	return l
+}
+
+func (r *testRun) returned() bool {
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return true
+	default:
+		return false
+	}
+}
+
+// countActions counts the client's requests of verb on resource.
+func countActions(client *fake.Clientset, verb, resource string) int {
+	n := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource {
+			n++
+		}
+	}
+	return n
+}
+
+var errUnavailable = apierrors.NewServiceUnavailable("the API server is restarting")
+
+// The renew deadline: when no renewal succeeds, the work's context ends
+// exactly once RenewDeadline has passed since the last successful renewal
+// was sent (not before, and well before the Lease expires for the
+// others), and Run returns ErrLeadershipLost without releasing the Lease.
+func TestRenewDeadlineStopsTheWork(t *testing.T) {
+	client := fake.NewClientset()
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	require.NoError(t, err)
+	r := startRun(t, client, func(c *Config) { c.Metrics = metrics }, nil)
+	r.awaitLeading()
+	acquired := r.clock.Now() // the fake clock has not moved yet
+	assert.True(t, r.el.IsLeader())
+	assert.Equal(t, "me", r.el.Leader())
+	assert.Equal(t, float64(1), value(t, metrics.isLeader))
+	assert.Equal(t, float64(1), value(t, metrics.transitions))
+
+	var failing atomic.Bool
+	failing.Store(true)
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, errUnavailable
+		}
+		return false, nil, nil
+	})
+	r.stepUntil(250*time.Millisecond, r.returned)
+	stopped := <-r.stoppedAt
+	assert.False(t, stopped.Before(acquired.Add(DefaultRenewDeadline)), "the work stopped %v after the last renewal, before the renew deadline", stopped.Sub(acquired))
+	assert.True(t, stopped.Before(acquired.Add(DefaultRenewDeadline+time.Second)), "the work stopped %v after the last renewal", stopped.Sub(acquired))
+	err = r.result()
+	assert.ErrorIs(t, err, ErrLeadershipLost)
+	assert.ErrorContains(t, err, "no successful renewal within 10s")
+	assert.Greater(t, countActions(client, "update", "leases"), 4, "renewals were retried until the deadline")
+	assert.False(t, r.el.IsLeader())
+	assert.Equal(t, float64(0), value(t, metrics.isLeader))
+	assert.Equal(t, "me", *r.lease().Spec.HolderIdentity, "a lost Lease is not released: it expires")
+}
+
+// A renewal that conflicts (the Lease changed since this replica wrote
+// it, e.g. a label added) re-reads the Lease and renews again: still this
+// replica's term, so it keeps leading.
+func TestRenewalConflictRereadsAndRenews(t *testing.T) {
+	client := fake.NewClientset()
+	r := startRun(t, client, nil, nil)
+	r.awaitLeading()
+	var conflicts atomic.Int32
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts.Add(1) == 1 {
+			return true, nil, errConflict
+		}
+		return false, nil, nil
+	})
+	gets := countActions(client, "get", "leases")
+	r.awaitWaiting()
+	r.clock.Step(DefaultRetryPeriod)
+	renewedAt := r.clock.Now()
+	require.Eventually(t, func() bool {
+		return r.lease().Spec.RenewTime.Time.Equal(renewedAt)
+	}, waitFor, time.Millisecond, "the renewal was not retried after the conflict")
+	assert.Equal(t, int32(2), conflicts.Load(), "one conflict, one renewal")
+	assert.Greater(t, countActions(client, "get", "leases"), gets, "the conflict made it read the Lease")
+	assert.True(t, r.el.IsLeader())
+	assert.False(t, r.returned())
+	// The deadline now counts from the second renewal: stepping to the
+	// first one's deadline does not stop the work.
+	r.clock.Step(DefaultRenewDeadline - time.Millisecond)
+	assert.True(t, r.el.IsLeader())
+	r.cancel()
+	assert.NoError(t, r.result())
+}
+
+// Another replica takes the Lease (the watch reports it, a read confirms
+// it): the work stops at once and Run returns ErrLeadershipLost, without
+// writing the Lease again.
+func TestLeaseTakenStopsTheWork(t *testing.T) {
+	client := fake.NewClientset()
+	r := startRun(t, client, nil, nil)
+	r.awaitLeading()
+	l := r.lease()
+	l.Spec.HolderIdentity = ptr.To("other")
+	l.Spec.LeaseTransitions = ptr.To(*l.Spec.LeaseTransitions + 1)
+	_, err := client.CoordinationV1().Leases("ns").Update(context.Background(), l, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	updates := countActions(client, "update", "leases")
+	err = r.result()
+	assert.ErrorIs(t, err, ErrLeadershipLost)
+	assert.ErrorContains(t, err, `held by "other"`)
+	assert.Equal(t, updates, countActions(client, "update", "leases"), "the lost leader wrote the Lease")
+	assert.Equal(t, "other", r.el.Leader())
+	assert.Equal(t, "other", *r.lease().Spec.HolderIdentity)
+}
+
+// A renewal that finds another term in the Lease (a conflict, then a read
+// showing another holder) ends the term at once.
+func TestRenewalFindsTheLeaseTaken(t *testing.T) {
+	client := fake.NewClientset()
+	// No watch: the leader learns of the new holder by renewing.
+	client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil
+	})
+	r := startRun(t, client, nil, nil)
+	r.awaitLeading()
+	l := r.lease()
+	l.Spec.HolderIdentity = ptr.To("other")
+	require.NoError(t, client.Tracker().Update(leasesGVR, l, "ns"))
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errConflict
+	})
+	r.stepUntil(DefaultRetryPeriod, r.returned)
+	assert.ErrorIs(t, r.result(), ErrLeadershipLost)
+	stopped := <-r.stoppedAt
+	assert.True(t, stopped.Before(r.clock.Now().Add(time.Nanosecond)))
+}
+
+// A planned stop (Run's context cancelled): the work stops, the endpoint
+// is withdrawn, the Lease released (no holder, 1 s) for a standby to take
+// at once, with an Event; Run returns nil.
+func TestPlannedStopReleasesTheLease(t *testing.T) {
+	// A released Lease (with a UID, which the fake API would not give).
+	client := fake.NewClientset(testService(), testLease("1", "", 1, 4, time.Now().Add(-time.Hour)))
+	r := startRun(t, client, func(c *Config) {
+		c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.1.2.3", PodName: "ctl-0", NodeName: "node-a"}
+	}, nil)
+	r.awaitLeading()
+	slices := client.DiscoveryV1().EndpointSlices("ns")
+	require.Eventually(t, func() bool {
+		_, err := slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
+		return err == nil
+	}, waitFor, time.Millisecond, "the endpoint was not published")
+	// The withdrawal reads the slice from the cache.
+	require.Eventually(t, func() bool {
+		_, err := r.el.pub.slices.Get("svc-fastover")
+		return err == nil
+	}, waitFor, time.Millisecond)
+	r.cancel()
+	require.NoError(t, r.result())
+	_, err := slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the endpoint was not withdrawn: %v", err)
+	l := r.lease()
+	assert.Nil(t, l.Spec.HolderIdentity, "the Lease was not released")
+	assert.Equal(t, int32(1), *l.Spec.LeaseDurationSeconds)
+	select {
+	case ev := <-r.events.Events:
+		assert.Equal(t, "Normal LeaderElection me became leader", ev)
+	default:
+		t.Error("no Event on the Lease")
+	}
+}
+
+// The work returns: the term ends as planned (released Lease), and Run
+// returns the work's error.
+func TestWorkReturningEndsTheTerm(t *testing.T) {
+	client := fake.NewClientset()
+	boom := errors.New("boom")
+	r := startRun(t, client, nil, func(*testRun) func(context.Context) error {
+		return func(context.Context) error { return boom }
+	})
+	assert.ErrorIs(t, r.result(), boom)
+	assert.Nil(t, r.lease().Spec.HolderIdentity, "the Lease was not released")
+	assert.False(t, r.el.IsLeader())
+}
+
+// Work that ignores its context's end: the leader renews the Lease while
+// it waits (a planned stop), gives up after WorkStopTimeout, and leaves
+// the Lease to expire instead of releasing it under running work.
+func TestWorkThatDoesNotStop(t *testing.T) {
+	client := fake.NewClientset()
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{})
+	r := startRun(t, client, func(c *Config) { c.WorkStopTimeout = 5 * time.Second }, func(*testRun) func(context.Context) error {
+		return func(context.Context) error {
+			close(started)
+			<-release
+			return nil
+		}
+	})
+	<-started
+	r.awaitWaiting()
+	r.cancel()
+	updates := countActions(client, "update", "leases")
+	var renewedWhileStopping bool
+	r.stepUntil(DefaultRetryPeriod, func() bool {
+		renewedWhileStopping = renewedWhileStopping || countActions(client, "update", "leases") > updates
+		return r.returned()
+	})
+	err := r.result()
+	assert.ErrorContains(t, err, "did not return within 5s")
+	assert.True(t, renewedWhileStopping, "the Lease was not renewed while the work stopped")
+	assert.Equal(t, "me", *r.lease().Spec.HolderIdentity, "the Lease was released under running work")
+}
+
+// A standby takes a Lease held by another only once it expires, counted
+// from when the standby saw its last renewal, and at that moment.
+func TestStandbyWaitsForExpiry(t *testing.T) {
+	clk := time.Now()
+	client := fake.NewClientset(testLease("5", "other", 15, 2, clk))
+	r := startRun(t, client, nil, nil)
+	r.awaitWaiting()
+	require.Equal(t, "other", r.el.Leader())
+	r.clock.Step(15*time.Second - time.Millisecond)
+	// The standby waits on its timer, a millisecond short of the expiry.
+	r.awaitWaiting()
+	assert.Equal(t, "other", *r.lease().Spec.HolderIdentity)
+	assert.Equal(t, 0, countActions(client, "update", "leases"), "acquired a live Lease")
+	r.clock.Step(time.Millisecond)
+	r.awaitLeading()
+	l := r.lease()
+	assert.Equal(t, "me", *l.Spec.HolderIdentity)
+	assert.Equal(t, int32(3), *l.Spec.LeaseTransitions)
+	assert.Equal(t, int32(3), r.el.Term())
+}
+
+// A released Lease is taken at once: the watch reports it, no time passes.
+func TestStandbyTakesAReleasedLeaseAtOnce(t *testing.T) {
+	client := fake.NewClientset(testLease("5", "other", 15, 2, time.Now()))
+	r := startRun(t, client, nil, nil)
+	r.awaitWaiting()
+	released := testLease("6", "", 1, 2, time.Now())
+	_, err := client.CoordinationV1().Leases("ns").Update(context.Background(), released, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	r.awaitLeading()
+	assert.Equal(t, "me", *r.lease().Spec.HolderIdentity)
+}
+
+// A deleted Lease is free: the standby creates it anew.
+func TestStandbyTakesADeletedLease(t *testing.T) {
+	client := fake.NewClientset(testLease("5", "other", 15, 2, time.Now()))
+	r := startRun(t, client, nil, nil)
+	r.awaitWaiting()
+	require.NoError(t, client.CoordinationV1().Leases("ns").Delete(context.Background(), "l", metav1.DeleteOptions{}))
+	// The API server's delete event carries the deletion's
+	// resourceVersion; the fake's carries the object's last one, which
+	// is not news. Deliver the event as the API server would.
+	r.el.lease.forget(testLease("6", "other", 15, 2, time.Now()))
+	r.awaitLeading()
+	assert.Equal(t, 1, countActions(client, "create", "leases"))
+	assert.Equal(t, int32(0), *r.lease().Spec.LeaseTransitions, "a new Lease")
+}
+
+// A lost watch (it never reports the release): the standby still tries
+// every LeaseDuration, reads the Lease and takes it.
+func TestStandbyWithALostWatchRetriesEveryLeaseDuration(t *testing.T) {
+	client := fake.NewClientset(testLease("5", "other", 15, 2, time.Now()))
+	client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil // silent
+	})
+	r := startRun(t, client, func(c *Config) { c.LeaseDuration, c.RenewDeadline = 30*time.Second, 20*time.Second }, nil)
+	r.awaitWaiting()
+	// The holder renews, then releases; the standby hears of neither.
+	require.NoError(t, client.Tracker().Update(leasesGVR, testLease("6", "", 1, 2, time.Now()), "ns"))
+	gets := countActions(client, "get", "leases")
+	r.clock.Step(15*time.Second - time.Millisecond)
+	r.awaitWaiting()
+	assert.Equal(t, gets, countActions(client, "get", "leases"), "tried before a lease duration")
+	r.clock.Step(time.Millisecond)
+	r.awaitLeading()
+	assert.Equal(t, "me", *r.lease().Spec.HolderIdentity)
+}
+
+// An API that fails the acquisition: the standby retries after a
+// jittered retry period (not at once, not after a lease duration).
+func TestStandbyRetriesAFailedAcquisition(t *testing.T) {
+	client := fake.NewClientset()
+	var fail atomic.Bool
+	fail.Store(true)
+	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fail.Load() {
+			return true, nil, errUnavailable
+		}
+		return false, nil, nil
+	})
+	r := startRun(t, client, nil, nil)
+	r.awaitWaiting()
+	require.Equal(t, 1, countActions(client, "create", "leases"))
+	fail.Store(false)
+	r.clock.Step(DefaultRetryPeriod - time.Millisecond)
+	r.awaitWaiting()
+	assert.Equal(t, 1, countActions(client, "create", "leases"), "retried before the retry period")
+	r.clock.Step(DefaultRetryPeriod*12/10 + time.Millisecond)
+	r.awaitLeading()
+}
+
+// Run once; a cancelled context before the caches sync is a clean return.
+func TestRunOnceAndCancelledEarly(t *testing.T) {
+	el, err := New(Config{Client: fake.NewClientset(), Namespace: "ns", LeaseName: "l", Identity: "me", Logger: logr.Discard()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.NoError(t, el.Run(ctx, func(context.Context) error { return nil }))
+	assert.ErrorContains(t, el.Run(context.Background(), nil), "Run called twice")
+}
+
+// New reports an invalid config with every problem.
+func TestNewRefusesAnInvalidConfig(t *testing.T) {
+	_, err := New(Config{Namespace: "ns"})
+	assert.ErrorContains(t, err, "leader: invalid config: Config.Client: required\nConfig.LeaseName: required")
+}
+
+// The health checks: Ready once Run's caches are synced; Check fails for a
+// leader that has not renewed for RenewDeadline + LeaseDuration.
+func TestHealthChecks(t *testing.T) {
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Now())
+	el, err := New(Config{Client: client, Namespace: "ns", LeaseName: "l", Identity: "me", Clock: clk, Logger: logr.Discard()})
+	require.NoError(t, err)
+	assert.Equal(t, "leader-election", el.Name())
+	req, _ := http.NewRequest(http.MethodGet, "/healthz", nil)
+	assert.ErrorContains(t, el.Ready(req), "not started")
+	assert.NoError(t, el.Check(req), "a standby is healthy")
+
+	el.isLeader.Store(true)
+	el.lease.mu.Lock()
+	el.lease.renewedAt = clk.Now()
+	el.lease.mu.Unlock()
+	clk.Step(DefaultRenewDeadline + DefaultLeaseDuration)
+	assert.NoError(t, el.Check(req))
+	clk.Step(time.Second)
+	assert.ErrorContains(t, el.Check(req), "has not renewed the Lease for 26s")
+}
+
+// Ready turns true once Run has synced its caches, standby or not.
+func TestReadyOnceRunning(t *testing.T) {
+	client := fake.NewClientset(testLease("5", "other", 15, 2, time.Now()))
+	r := startRun(t, client, nil, nil)
+	r.awaitWaiting()
+	req, _ := http.NewRequest(http.MethodGet, "/readyz", nil)
+	assert.NoError(t, r.el.Ready(req))
+	assert.False(t, r.el.IsLeader())
+}
+
+// OnNewLeader hears of each new holder once, this replica included.
+func TestOnNewLeader(t *testing.T) {
+	client := fake.NewClientset(testLease("5", "other", 15, 2, time.Now()))
+	var mu sync.Mutex
+	var seen []string
+	r := startRun(t, client, func(c *Config) {
+		c.OnNewLeader = func(id string) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, id)
+		}
+	}, nil)
+	r.awaitWaiting()
+	r.clock.Step(DefaultLeaseDuration)
+	r.awaitLeading()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"other", "me"}, seen)
+}
+
+// value reads a gauge's or a counter's value.
+func value(t *testing.T, c prometheus.Metric) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	if m.Gauge != nil {
+		return m.Gauge.GetValue()
+	}
+	return m.Counter.GetValue()
+}
+
+// jitter adds up to 20%.
+func TestJitter(t *testing.T) {
+	for range 100 {
+		j := jitter(time.Second)
+		assert.GreaterOrEqual(t, j, time.Second)
+		assert.LessOrEqual(t, j, 1200*time.Millisecond)
+	}
+}
