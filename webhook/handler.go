@@ -20,8 +20,13 @@ const Path = "/mutate-v1-pod"
 // Handler is the admission handler for pods. It implements
 // controller-runtime's admission.Handler.
 type Handler struct {
-	// Rule decides what each pod's tolerations should be.
+	// Rule decides what each pod's tolerations should be, unless Rules is
+	// set.
 	Rule toleration.Rule
+	// Rules, if not nil, is the rule in force, read for each request
+	// without a lock (an atomic pointer) and replaced as its file changes;
+	// Rule is then unused. NewServer sets it.
+	Rules *RuleSource
 	// Metrics, if not nil, counts the decisions.
 	Metrics *Metrics
 }
@@ -72,7 +77,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return h.unhandled(log, ReasonUndecodable, err.Error())
 	}
 
-	d := h.Rule.Decide(doc.Pod)
+	rule := &h.Rule
+	if h.Rules != nil {
+		rule = h.Rules.current.Load()
+	}
+	d := rule.Decide(doc.Pod)
 	h.Metrics.count(d)
 	switch {
 	case d.Skip != toleration.SkipNone:

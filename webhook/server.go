@@ -87,8 +87,25 @@ type Options struct {
 	// must exceed ShutdownDelay + ShutdownTimeout.
 	ShutdownTimeout time.Duration
 
-	// Rule is the toleration rule; the zero value means DefaultRule().
+	// Rule is the toleration rule when RuleFile is empty; nil means
+	// toleration.DefaultRule(). With RuleFile, RuleOverride says which of
+	// its fields win over the file.
 	Rule *toleration.Rule
+	// RuleFile, if set, is the rule in force: the ConfigMap fastover-rule's
+	// rule.yaml mounted as a volume (toleration.RuleFile in the manifests),
+	// in the format of toleration.ParseRuleConfig. NewServer fails if it
+	// cannot be read or parsed; then it is read again every
+	// RuleReloadInterval (default toleration.DefaultRuleFileInterval), and a
+	// change is applied to new requests without a restart. A change that
+	// does not parse is logged and counted
+	// (fastover_webhook_rule_reload_errors_total), and the last good rule
+	// stays in force. See RuleSource.
+	RuleFile           string
+	RuleReloadInterval time.Duration
+	// RuleOverride, if not nil, is applied to each rule read from RuleFile:
+	// the rule flags given on the command line win over the file, for this
+	// process only (see toleration.Rule.WithFlags).
+	RuleOverride func(toleration.Rule) toleration.Rule
 	// Registry receives the metrics; default controller-runtime's
 	// registry, which already holds its webhook metrics.
 	Registry *prometheus.Registry
@@ -119,10 +136,7 @@ func (o *Options) setDefaults() {
 	setDefault(&o.IdleTimeout, 120*time.Second)
 	setDefault(&o.ShutdownDelay, 5*time.Second)
 	setDefault(&o.ShutdownTimeout, 15*time.Second)
-	if o.Rule == nil {
-		r := toleration.DefaultRule()
-		o.Rule = &r
-	}
+	setDefault(&o.RuleReloadInterval, toleration.DefaultRuleFileInterval)
 	if o.Registry == nil {
 		if reg, ok := crmetrics.Registry.(*prometheus.Registry); ok {
 			o.Registry = reg
@@ -159,31 +173,103 @@ type Server struct {
 	stopping atomic.Bool // shutting down: not ready, connections closed after each response
 }
 
-// NewServer validates the options and builds a server; Start runs it.
+// Validate reports every problem of the options at once, each naming its
+// field ("Options.CertDir: ..."). Zero values stand for their defaults and
+// are valid, but for CertDir, which is required. It reads nothing but the
+// options: the rule file is read by NewServer.
+func (o Options) Validate() error {
+	d := o
+	d.setDefaults()
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, errors.New("Options."+field+": "+fmt.Sprintf(format, args...)))
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		add("Port", "want 1-65535 (0: 9443), got %d", o.Port)
+	}
+	if o.CertDir == "" {
+		add("CertDir", "required: the directory with tls.crt and tls.key")
+	}
+	if d.TLSMinVersion != tls.VersionTLS12 && d.TLSMinVersion != tls.VersionTLS13 {
+		add("TLSMinVersion", "want tls.VersionTLS12 or tls.VersionTLS13, got %#x", o.TLSMinVersion)
+	}
+	for _, a := range []struct {
+		field, addr string
+	}{{"MetricsBindAddress", d.MetricsBindAddress}, {"HealthProbeBindAddress", d.HealthProbeBindAddress}} {
+		if a.addr == "0" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a.addr); err != nil {
+			add(a.field, "want host:port, :port or \"0\" (disabled), got %q", a.addr)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			add(a.field, "want a port number, got %q", port)
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int64
+	}{
+		{"MaxRequestBytes", o.MaxRequestBytes}, {"SmallRequestBytes", o.SmallRequestBytes},
+		{"MaxRequestsInFlight", int64(o.MaxRequestsInFlight)}, {"MaxLargeRequestsInFlight", int64(o.MaxLargeRequestsInFlight)},
+		{"MaxConnections", int64(o.MaxConnections)},
+	} {
+		if n.v < 0 {
+			add(n.field, "must not be negative, got %d", n.v)
+		}
+	}
+	for _, t := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"ReadHeaderTimeout", o.ReadHeaderTimeout}, {"ReadTimeout", o.ReadTimeout}, {"IdleTimeout", o.IdleTimeout},
+		{"ShutdownTimeout", o.ShutdownTimeout}, {"RuleReloadInterval", o.RuleReloadInterval},
+	} {
+		if t.v < 0 {
+			add(t.field, "must not be negative, got %v", t.v)
+		}
+	}
+	if d.MaxRequestsInFlight >= 0 && d.MaxLargeRequestsInFlight >= 0 && d.MaxConnections >= 0 &&
+		d.MaxConnections < d.MaxRequestsInFlight+d.MaxLargeRequestsInFlight {
+		add("MaxConnections", "must be at least the requests in flight (MaxRequestsInFlight %d + MaxLargeRequestsInFlight %d), got %d",
+			d.MaxRequestsInFlight, d.MaxLargeRequestsInFlight, d.MaxConnections)
+	}
+	if o.SmallRequestBytes > 0 && d.SmallRequestBytes > d.MaxRequestBytes {
+		add("SmallRequestBytes", "must not exceed MaxRequestBytes (%d), got %d", d.MaxRequestBytes, o.SmallRequestBytes)
+	}
+	if o.Rule != nil {
+		if err := o.Rule.Validate(); err != nil {
+			add("Rule", "%v", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RuleSourceOptions are the options' rule settings, for a RuleSource of
+// the same rule (the --reconcile-only reconciler's).
+func (o Options) RuleSourceOptions() RuleSourceOptions {
+	return RuleSourceOptions{Rule: o.Rule, File: o.RuleFile, Interval: o.RuleReloadInterval, Override: o.RuleOverride, Logger: o.Logger}
+}
+
+// NewServer validates the options, reads the rule (from RuleFile if set)
+// and builds a server; Start runs it.
 func NewServer(opts Options) (*Server, error) {
-	opts.setDefaults()
-	if err := opts.Rule.Validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.TLSMinVersion != tls.VersionTLS12 && opts.TLSMinVersion != tls.VersionTLS13 {
-		return nil, fmt.Errorf("TLS minimum version must be 1.2 or 1.3")
-	}
-	if opts.CertDir == "" {
-		return nil, errors.New("a certificate directory (with tls.crt and tls.key) is required")
-	}
-	switch {
-	case opts.MaxRequestBytes < 0, opts.SmallRequestBytes < 0, opts.MaxRequestsInFlight < 0,
-		opts.MaxLargeRequestsInFlight < 0, opts.MaxConnections < 0:
-		return nil, errors.New("request limits must not be negative")
-	case opts.ReadHeaderTimeout < 0, opts.ReadTimeout < 0, opts.IdleTimeout < 0, opts.ShutdownTimeout < 0:
-		return nil, errors.New("timeouts must not be negative")
-	case opts.MaxConnections < opts.MaxRequestsInFlight+opts.MaxLargeRequestsInFlight:
-		return nil, fmt.Errorf("max connections (%d) must be at least the requests in flight (%d + %d)",
-			opts.MaxConnections, opts.MaxRequestsInFlight, opts.MaxLargeRequestsInFlight)
-	}
+	opts.setDefaults()
 	metrics, err := NewMetrics(opts.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	ruleMetrics, err := NewRuleMetrics(opts.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	ro := opts.RuleSourceOptions()
+	ro.Metrics = ruleMetrics
+	rules, err := NewRuleSource(ro)
+	if err != nil {
+		return nil, err
 	}
 	// The process's own figures (go_memstats_*, process_resident_memory_bytes):
 	// its memory is bounded, and worth watching.
@@ -195,7 +281,7 @@ func NewServer(opts Options) (*Server, error) {
 	s := &Server{
 		opts:    opts,
 		mux:     http.NewServeMux(),
-		handler: &Handler{Rule: *opts.Rule, Metrics: metrics},
+		handler: &Handler{Rules: rules, Metrics: metrics},
 	}
 	lim := newLimiter(&s.opts, metrics, &s.stopping)
 	// Registered only: the mux is served by Start below.
@@ -223,6 +309,11 @@ func (s *Server) Start(ctx context.Context) error {
 	defer stopOthers()
 	g, gctx := errgroup.WithContext(stopCtx)
 
+	// The rule file, followed until the servers stop.
+	g.Go(func() error {
+		s.handler.Rules.Watch(gctx)
+		return nil
+	})
 	g.Go(func() error {
 		defer close(done)
 		s.serving.Store(true)
@@ -270,11 +361,15 @@ func (s *Server) Start(ctx context.Context) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 		g.Go(func() error { return serveHTTP(gctx, log, "metrics", s.opts.MetricsBindAddress, mux) })
 	}
-	log.Info("starting fastover webhook", "port", s.opts.Port, "certDir", s.opts.CertDir, "path", Path,
-		"tolerationSeconds", s.handler.Rule.TolerationSeconds, "maxRequestBytes", s.opts.MaxRequestBytes,
-		"maxRequestsInFlight", s.opts.MaxRequestsInFlight, "shutdownDelay", s.opts.ShutdownDelay)
+	log.Info("starting fastover webhook", append([]any{"port", s.opts.Port, "certDir", s.opts.CertDir, "path", Path,
+		"ruleFile", s.opts.RuleFile, "maxRequestBytes", s.opts.MaxRequestBytes,
+		"maxRequestsInFlight", s.opts.MaxRequestsInFlight, "shutdownDelay", s.opts.ShutdownDelay}, ruleKeys(s.handler.Rules.Rule())...)...)
 	return g.Wait()
 }
+
+// Rules is the rule in force, which the server's handler reads, and
+// follows (from Start until it returns) as its file changes.
+func (s *Server) Rules() *RuleSource { return s.handler.Rules }
 
 // ready is the /readyz check: the TLS server accepts connections and is
 // not shutting down.

@@ -1,6 +1,9 @@
 // Command fastover-webhook serves fastover's mutating admission webhook:
 // pods of namespaces labelled fastover.io/inject=enabled get an
-// unreachable:NoExecute toleration of --toleration-seconds (0 by default).
+// unreachable:NoExecute toleration of the rule's tolerationSeconds (0 by
+// default). The rule is --rule-file, the ConfigMap fastover-rule mounted
+// as a volume, re-read and applied without a restart; a rule flag given
+// (--toleration-seconds, ...) wins over it for this process.
 //
 // It needs no access to the API server: the API server calls it. With
 // --reconcile it also runs the retrofit reconciler on one replica, elected
@@ -62,6 +65,9 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		"on SIGTERM, fail /readyz and keep serving this long, while the endpoints move to other replicas, before draining (0: none)")
 	fs.DurationVar(&c.opts.ShutdownTimeout, "shutdown-timeout", 15*time.Second,
 		"then wait at most this long for the requests in flight; terminationGracePeriodSeconds must exceed both together")
+	fs.StringVar(&c.opts.RuleFile, "rule-file", "",
+		"the rule: a file in the format of the ConfigMap fastover-rule's rule.yaml (the manifests mount it at "+toleration.RuleFile+
+			"), re-read every few seconds and applied without a restart; a rule flag given here wins over it, for this process only (empty: the rule flags alone)")
 	rule.AddFlags(fs)
 	c.reconcile.bindFlags(fs)
 	c.zap.BindFlags(fs)
@@ -100,6 +106,12 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, err
 	}
 	c.opts.Rule = &rule
+	// The rule flags given explicitly win over the rule file.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	c.opts.RuleOverride = func(r toleration.Rule) toleration.Rule {
+		return r.WithFlags(rule, func(name string) bool { return given[name] })
+	}
 	return c, nil
 }
 
@@ -111,7 +123,7 @@ func run(args []string, stderr io.Writer) error {
 	logf.SetLogger(zap.New(zap.UseFlagOptions(&c.zap), zap.WriteTo(stderr)))
 	setMemoryLimit(logf.Log.WithName("memory"), "/")
 	if c.reconcile.only {
-		return c.reconcile.runAlone(signals.SetupSignalHandler(), *c.opts.Rule, c.opts, logf.Log.WithName("reconciler"))
+		return c.reconcile.runAlone(signals.SetupSignalHandler(), c.opts, logf.Log.WithName("reconciler"))
 	}
 	srv, err := webhook.NewServer(c.opts)
 	if err != nil {
@@ -124,7 +136,8 @@ func run(args []string, stderr io.Writer) error {
 	if !c.reconcile.enabled {
 		return srv.Start(ctx)
 	}
-	rec, err := c.reconcile.build(*c.opts.Rule, c.opts.Registry, logf.Log.WithName("reconciler"))
+	// The reconciler follows the server's rule.
+	rec, err := c.reconcile.build(srv.Rules(), c.opts.Registry, logf.Log.WithName("reconciler"))
 	if err != nil {
 		return err
 	}

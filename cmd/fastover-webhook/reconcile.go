@@ -21,7 +21,6 @@ import (
 
 	"github.com/fastover/fastover/leader"
 	"github.com/fastover/fastover/retrofit"
-	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
@@ -73,11 +72,12 @@ type reconcileRunner struct {
 	cfg     *reconcileConfig
 	client  kubernetes.Interface
 	rec     *retrofit.Reconciler
+	rules   *webhook.RuleSource
 	metrics *leader.Metrics
 	log     logr.Logger
 }
 
-func (r *reconcileConfig) build(rule toleration.Rule, registry *prometheus.Registry, log logr.Logger) (*reconcileRunner, error) {
+func (r *reconcileConfig) build(rules *webhook.RuleSource, registry *prometheus.Registry, log logr.Logger) (*reconcileRunner, error) {
 	restConfig, err := clientcmd.BuildConfigFromFlags("", r.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--reconcile: %w", err)
@@ -111,11 +111,12 @@ func (r *reconcileConfig) build(rule toleration.Rule, registry *prometheus.Regis
 		client: client,
 		rec: &retrofit.Reconciler{
 			Client:  client,
-			Auditor: retrofit.Auditor{Rule: rule},
+			Auditor: retrofit.Auditor{Rule: rules.Rule()},
 			QPS:     r.qps,
 			Metrics: rm,
 			Logger:  log,
 		},
+		rules:   rules,
 		metrics: lm,
 		log:     log,
 	}, nil
@@ -143,7 +144,7 @@ func (r *reconcileRunner) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconciler election: %w", err)
 	}
-	err = el.Run(ctx, r.rec.Run)
+	err = el.Run(ctx, r.reconcile)
 	switch {
 	case ctx.Err() != nil && !errors.Is(err, leader.ErrLeadershipLost):
 		return nil
@@ -179,7 +180,7 @@ func (r *reconcileRunner) runBeside(ctx context.Context, serve func(context.Cont
 // metrics (/metrics) and probes (/healthz, /readyz) of opts' addresses, and
 // no webhook server. It returns when ctx ends, or with the election's
 // error (see run).
-func (r *reconcileConfig) runAlone(ctx context.Context, rule toleration.Rule, opts webhook.Options, log logr.Logger) error {
+func (r *reconcileConfig) runAlone(ctx context.Context, opts webhook.Options, log logr.Logger) error {
 	var reg interface {
 		prometheus.Registerer
 		prometheus.Gatherer
@@ -194,7 +195,13 @@ func (r *reconcileConfig) runAlone(ctx context.Context, rule toleration.Rule, op
 			return err
 		}
 	}
-	rec, err := r.build(rule, opts.Registry, log)
+	// The rule, followed as its file changes, as the webhook does.
+	rules, err := newRuleSource(opts, reg, log)
+	if err != nil {
+		return err
+	}
+	go rules.Watch(ctx)
+	rec, err := r.build(rules, opts.Registry, log)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ current-context: c
 	c.opts.Registry = prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.reconcile.runAlone(ctx, *c.opts.Rule, c.opts, logr.Discard()) }()
+	go func() { done <- c.reconcile.runAlone(ctx, c.opts, logr.Discard()) }()
 
 	get := func(url string) (int, string) {
 		var code int

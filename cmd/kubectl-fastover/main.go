@@ -66,10 +66,10 @@ type options struct {
 	config        *genericclioptions.ConfigFlags
 	allNamespaces bool
 	output        string
-	webhook       string
+	ruleConfig    string
 	rule          toleration.Rule
-	ruleFlags     *flag.FlagSet // bound to rule
-	ruleFrom      string        // where rule comes from, set by setup
+	ruleFlags     *pflag.FlagSet // bound to rule
+	ruleFrom      string         // where rule comes from, set by setup
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -80,8 +80,9 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `kubectl fastover audits the pods of the namespaces labelled fastover.io/inject=enabled
 (or of one namespace, or of all) for their effective node.kubernetes.io/unreachable and
 not-ready NoExecute tolerations, and fixes in place, with the webhook's rule, the pods
-that missed injection. The rule is the installed webhook's: read from the args of its
-Deployment (--webhook); rule flags given here override it.`,
+that missed injection. The rule is the installed one: the ConfigMap
+fastover-system/fastover-rule (--rule-config), which the webhook and the reconciler
+read too; rule flags given here override it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.String("kubectl-fastover"),
@@ -99,12 +100,15 @@ func (o *options) addFlags(flags *pflag.FlagSet) {
 	o.config.AddFlags(flags)
 	flags.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "audit every namespace (pods of namespaces that are not enabled are listed as out-of-scope)")
 	flags.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
-	flags.StringVar(&o.webhook, "webhook", defaultWebhook, "the webhook's Deployment (namespace/name) whose rule flags audit and fix apply; \"\" for the rule flags here alone")
+	flags.StringVar(&o.ruleConfig, "rule-config", defaultRuleConfig,
+		"the ConfigMap (namespace/name) that holds the rule audit and fix apply, as the webhook does; \"\" for the rule flags here alone")
 	// The rule's flags, as the webhook's: given here, they override the
-	// Deployment's.
-	o.ruleFlags = flag.NewFlagSet("rule", flag.ContinueOnError)
-	o.rule.AddFlags(o.ruleFlags)
-	flags.AddGoFlagSet(o.ruleFlags)
+	// ConfigMap's.
+	goFlags := flag.NewFlagSet("rule", flag.ContinueOnError)
+	o.rule.AddFlags(goFlags)
+	o.ruleFlags = pflag.NewFlagSet("rule", pflag.ContinueOnError)
+	o.ruleFlags.AddGoFlagSet(goFlags)
+	flags.AddFlagSet(o.ruleFlags)
 }
 
 // setup validates the shared flags and returns a client and the scope; it

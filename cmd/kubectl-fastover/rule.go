@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 
@@ -14,72 +13,52 @@ import (
 	"github.com/fastover/fastover/toleration"
 )
 
-// defaultWebhook is the webhook Deployment the manifests install.
-const defaultWebhook = "fastover-system/fastover-webhook"
-
-// webhookContainer is the container of that Deployment that runs
-// fastover-webhook.
-const webhookContainer = "webhook"
+// defaultRuleConfig is the ConfigMap that holds the installed rule: the
+// rule's one published home, which the webhook and the reconciler read
+// too.
+const defaultRuleConfig = toleration.RuleConfigMapNamespace + "/" + toleration.RuleConfigMapName
 
 // resolveRule returns the rule audit and fix apply, and where it comes
-// from: the webhook Deployment's args, with the rule flags given on the
-// command line on top; the flags alone when --webhook is "" or, unless
-// --webhook was given, when that Deployment cannot be read.
+// from: the ConfigMap --rule-config (key rule.yaml), with the rule flags
+// given on the command line on top; the flags alone (over fastover's
+// defaults) when --rule-config is "". A ConfigMap that is missing,
+// unreadable or bad is an error that says so and how to go on.
 func (o *options) resolveRule(ctx context.Context, client kubernetes.Interface, flags *pflag.FlagSet) (toleration.Rule, string, error) {
-	if o.webhook == "" {
+	if o.ruleConfig == "" {
 		return o.rule, "the command line", nil
 	}
-	args, err := webhookArgs(ctx, client, o.webhook)
+	ns, name, ok := strings.Cut(o.ruleConfig, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return toleration.Rule{}, "", fmt.Errorf("--rule-config %q: want namespace/name of the rule's ConfigMap (default %s)", o.ruleConfig, defaultRuleConfig)
+	}
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return toleration.Rule{}, "", fmt.Errorf("no ConfigMap %s, the rule fastover installs: install fastover (kubectl apply -k manifests/, or the chart), "+
+			"or give --rule-config=namespace/name of yours, or --rule-config=\"\" to apply the rule flags given here over fastover's defaults", o.ruleConfig)
+	case apierrors.IsForbidden(err):
+		return toleration.Rule{}, "", fmt.Errorf("read the rule, ConfigMap %s: %w (kubectl fastover needs get on that ConfigMap; or pass --rule-config=\"\" and the rule flags)", o.ruleConfig, err)
+	case err != nil:
+		return toleration.Rule{}, "", fmt.Errorf("read the rule, ConfigMap %s: %w", o.ruleConfig, err)
+	}
+	data, ok := cm.Data[toleration.RuleConfigMapKey]
+	if !ok {
+		return toleration.Rule{}, "", fmt.Errorf("ConfigMap %s has no key %s, the rule", o.ruleConfig, toleration.RuleConfigMapKey)
+	}
+	rule, err := toleration.ParseRuleConfig([]byte(data))
 	if err != nil {
-		if flags.Changed("webhook") {
-			return toleration.Rule{}, "", err
-		}
-		return o.rule, fmt.Sprintf("the command line and fastover's defaults (%v; --webhook names the Deployment, --webhook='' uses the flags alone)", err), nil
+		return toleration.Rule{}, "", fmt.Errorf("ConfigMap %s, key %s: %w", o.ruleConfig, toleration.RuleConfigMapKey, err)
 	}
-	rule := toleration.DefaultRule()
-	if err := rule.ParseArgs(args); err != nil {
-		return toleration.Rule{}, "", fmt.Errorf("the rule flags of Deployment %s: %w (give them here and --webhook='')", o.webhook, err)
-	}
-	// The rule flags given here win over the Deployment's.
-	var given []string
-	o.ruleFlags.VisitAll(func(f *flag.Flag) {
-		if flags.Changed(f.Name) {
-			given = append(given, "--"+f.Name+"="+f.Value.String())
-		}
-	})
-	if err := rule.ParseArgs(given); err != nil {
+	// The rule flags given here win over the ConfigMap's.
+	var given bool
+	o.ruleFlags.VisitAll(func(f *pflag.Flag) { given = given || flags.Changed(f.Name) })
+	rule = rule.WithFlags(o.rule, flags.Changed)
+	if err := rule.Validate(); err != nil {
 		return toleration.Rule{}, "", err
 	}
-	from := "Deployment " + o.webhook
-	if len(given) > 0 {
+	from := "ConfigMap " + o.ruleConfig
+	if given {
 		from += " and the command line"
 	}
 	return rule, from, nil
-}
-
-// webhookArgs reads the command line of the webhook container of the
-// Deployment ref (namespace/name).
-func webhookArgs(ctx context.Context, client kubernetes.Interface, ref string) ([]string, error) {
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return nil, fmt.Errorf("--webhook %q: want namespace/name of the webhook's Deployment", ref)
-	}
-	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("no Deployment %s", ref)
-	case err != nil:
-		return nil, fmt.Errorf("read Deployment %s: %w", ref, err)
-	}
-	containers := d.Spec.Template.Spec.Containers
-	for _, c := range containers {
-		if c.Name == webhookContainer || len(containers) == 1 {
-			var args []string
-			if len(c.Command) > 1 {
-				args = append(args, c.Command[1:]...)
-			}
-			return append(args, c.Args...), nil
-		}
-	}
-	return nil, fmt.Errorf("the webhook Deployment %s has no container named %q", ref, webhookContainer)
 }

@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/toleration"
@@ -74,13 +75,15 @@ func TestWebhookInstallFitsTogether(t *testing.T) {
 	pod := dep.Spec.Template.Spec
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
-	assert.Contains(t, c.Args, "--toleration-seconds=0")
-	require.Len(t, c.VolumeMounts, 1)
+	assert.Equal(t, toleration.DefaultRule(), ruleOf(t, objs), "the installed rule is fastover's default")
+	assertRuleMounted(t, &pod)
+	require.Len(t, c.VolumeMounts, 2)
 	mount := c.VolumeMounts[0]
+	assert.Equal(t, "tls", mount.Name)
 	assert.Empty(t, mount.SubPath, "a subPath mount never sees renewed certificates")
 	assert.Contains(t, c.Args, "--cert-dir="+mount.MountPath)
 	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
-	require.Len(t, pod.Volumes, 1)
+	require.Len(t, pod.Volumes, 2)
 	assert.Equal(t, secretName, pod.Volumes[0].Secret.SecretName)
 
 	require.Len(t, mwc.Webhooks, 1)
@@ -131,20 +134,54 @@ func TestOverlays(t *testing.T) {
 		assert.False(t, *wh.Spec.Template.Spec.AutomountServiceAccountToken, "the webhook calls no API")
 		assert.NotEqual(t, wh.Spec.Template.Spec.ServiceAccountName, spec.ServiceAccountName)
 		assert.Equal(t, wh.Spec.Template.Spec.Containers[0].Image, spec.Containers[0].Image)
-		whRule, rule := toleration.DefaultRule(), toleration.DefaultRule()
-		require.NoError(t, whRule.ParseArgs(wh.Spec.Template.Spec.Containers[0].Args))
-		require.NoError(t, rule.ParseArgs(spec.Containers[0].Args))
-		assert.Equal(t, whRule, rule, "the reconciler applies the webhook's rule")
+		// The reconciler applies the webhook's rule: both read the
+		// ConfigMap's file, and no rule flag overrides it.
+		assertRuleMounted(t, &wh.Spec.Template.Spec)
+		assertRuleMounted(t, &spec)
 	})
 	t.Run("tuned", func(t *testing.T) {
 		objs := render(t, "overlays/tuned")
 		dep := decode[appsv1.Deployment](t, objs, "Deployment", "fastover-webhook")
 		assert.Equal(t, int32(3), *dep.Spec.Replicas)
-		args := dep.Spec.Template.Spec.Containers[0].Args
-		assert.Equal(t, 1, countPrefix(args, "--toleration-seconds="), args)
-		assert.Contains(t, args, "--toleration-seconds=5")
-		assert.Contains(t, args, "--not-ready-toleration-seconds=30")
+		// The tuned rule is the ConfigMap's, not flags that would
+		// override it.
+		assertRuleMounted(t, &dep.Spec.Template.Spec)
+		assert.Equal(t, toleration.Rule{TolerationSeconds: 5, NotReadyTolerationSeconds: ptr.To[int64](30), DefaultTolerationSeconds: 300}, ruleOf(t, objs))
 	})
+}
+
+// ruleOf is the rule of the ConfigMap fastover-rule in objs. It parses,
+// and is written as MarshalRuleConfig writes it.
+func ruleOf(t *testing.T, objs []*unstructured.Unstructured) toleration.Rule {
+	t.Helper()
+	cm := decode[corev1.ConfigMap](t, objs, "ConfigMap", toleration.RuleConfigMapName)
+	assert.Equal(t, toleration.RuleConfigMapNamespace, cm.Namespace)
+	data := cm.Data[toleration.RuleConfigMapKey]
+	r, err := toleration.ParseRuleConfig([]byte(data))
+	require.NoError(t, err, data)
+	canonical, err := toleration.MarshalRuleConfig(r)
+	require.NoError(t, err)
+	assert.Equal(t, string(canonical), data, "the rule as the chart writes it, so that the two compare")
+	return r
+}
+
+// assertRuleMounted: the pod's one container reads the rule from the
+// ConfigMap fastover-rule, mounted as a directory (no subPath, so that
+// changes reach it), and no rule flag overrides it.
+func assertRuleMounted(t *testing.T, pod *corev1.PodSpec) {
+	t.Helper()
+	c := pod.Containers[0]
+	assert.Contains(t, c.Args, "--rule-file="+toleration.RuleFile)
+	assert.Zero(t, countPrefix(c.Args, "--toleration-seconds")+countPrefix(c.Args, "--not-ready-toleration-seconds")+
+		countPrefix(c.Args, "--default-toleration-seconds"), "a rule flag overrides the ConfigMap: %v", c.Args)
+	var volume string
+	for _, v := range pod.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == toleration.RuleConfigMapName {
+			volume = v.Name
+		}
+	}
+	require.NotEmpty(t, volume, "no volume of the ConfigMap %s", toleration.RuleConfigMapName)
+	assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: filepath.Dir(toleration.RuleFile), ReadOnly: true})
 }
 
 func TestExampleMatchesTheLeaderLibrary(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,15 +99,14 @@ func findObj(t *testing.T, objs []*unstructured.Unstructured, kind, name string)
 	return nil
 }
 
-// ruleArgs keeps the rule's flags of a rendered webhook container.
-func ruleArgs(args []string) []string {
-	var out []string
-	for _, a := range args {
-		if strings.Contains(a, "toleration-seconds=") {
-			out = append(out, a)
-		}
-	}
-	return out
+// renderedRule is the rule of the rendered ConfigMap fastover-rule.
+func renderedRule(t *testing.T, objs []*unstructured.Unstructured) toleration.Rule {
+	t.Helper()
+	cm := findObj(t, objs, "ConfigMap", toleration.RuleConfigMapName)
+	data, _, _ := unstructured.NestedString(cm.Object, "data", toleration.RuleConfigMapKey)
+	r, err := toleration.ParseRuleConfig([]byte(data))
+	require.NoError(t, err, data)
+	return r
 }
 
 // replica is one fastover-webhook process standing for a pod of the

@@ -31,7 +31,8 @@ const (
 //   - the default render for real: cert-manager issues the chain and its
 //     cainjector sets the caBundle; the webhook, as local processes behind
 //     the chart's Service, injects pods through the chart's configuration;
-//   - an upgrade that changes the rule (tolerationSeconds 0 → 5), rolled
+//   - an upgrade that changes the rule (tolerationSeconds 0 → 5) in the
+//     ConfigMap fastover-rule, which the replicas reload, and rolled
 //     out as the Deployment would (maxSurge 1, maxUnavailable 0), while a
 //     client creates a pod every 20 ms: no admission fails or misses
 //     injection.
@@ -74,12 +75,17 @@ func TestChartInstall(t *testing.T) {
 
 	certDir := filepath.Join(t.TempDir(), "tls")
 	require.NoError(t, install.MirrorSecret(ctx, env.Client, systemNS, "fastover-webhook-tls", certDir, 100*time.Millisecond))
-	rule0 := ruleArgs(containerArgs(t, objs, "fastover-webhook"))
-	assert.Equal(t, []string{"--toleration-seconds=0"}, rule0)
+	// The rule: the chart's ConfigMap, mirrored as the kubelet mounts it,
+	// where the Deployment's --rule-file reads it.
+	assert.Contains(t, containerArgs(t, objs, "fastover-webhook"), "--rule-file="+toleration.RuleFile)
+	assert.Equal(t, int64(0), renderedRule(t, objs).TolerationSeconds)
+	ruleDir := filepath.Join(t.TempDir(), "rule")
+	require.NoError(t, install.MirrorConfigMap(ctx, env.Client, systemNS, toleration.RuleConfigMapName, ruleDir, 100*time.Millisecond))
+	ruleFile := []string{"--rule-file=" + filepath.Join(ruleDir, toleration.RuleConfigMapKey)}
 	binary(t, "fastover-webhook")
 	var replicas []*replica
 	for range 2 {
-		r := startReplica(ctx, t, env, systemNS, "fastover-webhook", ip, certDir, len(replicas), rule0)
+		r := startReplica(ctx, t, env, systemNS, "fastover-webhook", ip, certDir, len(replicas), ruleFile)
 		replicas = append(replicas, r)
 	}
 	for _, r := range replicas {
@@ -102,11 +108,10 @@ func TestChartInstall(t *testing.T) {
 	res, err = applier.Apply(ctx, charts.Without(upgraded, "Deployment", "PodDisruptionBudget"), install.ApplyOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, res.Warnings)
-	rule5 := ruleArgs(containerArgs(t, upgraded, "fastover-webhook"))
-	assert.Equal(t, []string{"--toleration-seconds=5"}, rule5)
+	assert.Equal(t, int64(5), renderedRule(t, upgraded).TolerationSeconds)
 	began := time.Now()
 	for _, old := range append([]*replica(nil), replicas...) {
-		n := startReplica(ctx, t, env, systemNS, "fastover-webhook", ip, certDir, len(replicas), rule5)
+		n := startReplica(ctx, t, env, systemNS, "fastover-webhook", ip, certDir, len(replicas), ruleFile)
 		replicas = append(replicas, n)
 		require.NoError(t, n.waitReady(ctx))
 		require.NoError(t, old.proc.Signal(syscall.SIGTERM))

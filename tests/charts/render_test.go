@@ -14,12 +14,14 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/fastover/fastover/tests/charts"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/tests/charts"
+	"github.com/fastover/fastover/toleration"
 )
 
 func render(t *testing.T, chart, ns string, sets ...string) []*unstructured.Unstructured {
@@ -223,15 +225,32 @@ func TestWebhookValues(t *testing.T) {
 	assert.Equal(t, "ghcr.io/fastover/fastover-webhook@"+digest, c.Image)
 	assert.Equal(t, int32(1), *d.Spec.Replicas)
 	assert.Nil(t, charts.Find(objs, "PodDisruptionBudget", "fastover-webhook"), "no PodDisruptionBudget for one replica: it would block every drain")
-	for _, a := range []string{"--toleration-seconds=7", "--not-ready-toleration-seconds=20", "--default-toleration-seconds=120"} {
-		assert.Contains(t, c.Args, a)
-	}
+	// The rule is the ConfigMap's, which both Deployments mount.
+	cm := charts.Find(objs, "ConfigMap", toleration.RuleConfigMapName)
+	require.NotNil(t, cm)
+	ruleYAML, _, _ := unstructured.NestedString(cm.Object, "data", toleration.RuleConfigMapKey)
+	rule, err := toleration.ParseRuleConfig([]byte(ruleYAML))
+	require.NoError(t, err, ruleYAML)
+	notReady := int64(20)
+	assert.Equal(t, toleration.Rule{TolerationSeconds: 7, NotReadyTolerationSeconds: &notReady, DefaultTolerationSeconds: 120}, rule)
+	assert.Contains(t, c.Args, "--rule-file="+toleration.RuleFile)
+	assertMountsRule(t, &d.Spec.Template.Spec)
 	rec := charts.Find(objs, "Deployment", "fastover-reconciler")
 	require.NotNil(t, rec)
-	args, _, _ := unstructured.NestedSlice(rec.Object, "spec", "template", "spec", "containers")
-	recArgs := args[0].(map[string]any)["args"]
+	recDep := &appsv1.Deployment{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(rec.Object, recDep))
+	recArgs := recDep.Spec.Template.Spec.Containers[0].Args
 	assert.Contains(t, recArgs, "--reconcile-qps=7")
-	assert.Contains(t, recArgs, "--toleration-seconds=7")
+	assert.Contains(t, recArgs, "--rule-file="+toleration.RuleFile)
+	assertMountsRule(t, &recDep.Spec.Template.Spec)
+	for _, a := range append(c.Args, recArgs...) {
+		assert.NotContains(t, a, "toleration-seconds", "a rule flag would override the ConfigMap")
+	}
+	defaults := render(t, charts.Webhook, "fastover-system")
+	ruleYAML, _, _ = unstructured.NestedString(charts.Find(defaults, "ConfigMap", toleration.RuleConfigMapName).Object, "data", toleration.RuleConfigMapKey)
+	rule, err = toleration.ParseRuleConfig([]byte(ruleYAML))
+	require.NoError(t, err, ruleYAML)
+	assert.Equal(t, toleration.DefaultRule(), rule)
 	vap := charts.Find(objs, "ValidatingAdmissionPolicy", "fastover-reconciler")
 	require.NotNil(t, vap)
 	assert.Contains(t, fmt.Sprint(vap.Object["spec"]), "system:serviceaccount:ops:fastover-reconciler")
@@ -256,6 +275,21 @@ func TestWebhookValues(t *testing.T) {
 		d = dep(objs)
 		assert.Equal(t, "mine", d.Spec.Template.Spec.Volumes[0].Secret.SecretName)
 	}
+}
+
+// assertMountsRule: the pod mounts the ConfigMap fastover-rule where
+// --rule-file reads it, as a directory (no subPath: updates reach it).
+func assertMountsRule(t *testing.T, spec *corev1.PodSpec) {
+	t.Helper()
+	var found bool
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == toleration.RuleConfigMapName {
+			found = true
+			assert.Contains(t, spec.Containers[0].VolumeMounts,
+				corev1.VolumeMount{Name: v.Name, MountPath: filepath.Dir(toleration.RuleFile), ReadOnly: true})
+		}
+	}
+	assert.True(t, found, "no volume of the ConfigMap %s", toleration.RuleConfigMapName)
 }
 
 // TestExampleHASwitch: `ha` changes the Deployment's replicas and the

@@ -279,7 +279,7 @@ func TestReconcilerPolicy(t *testing.T) {
 	t.Run("FixAfterRuleChange", func(t *testing.T) {
 		// The rule goes from 0 s to 5 s: `kubectl fastover fix` moves the
 		// pod fastover set, not the user's.
-		out, code := kubectlFastover(ctx, t, env, "fix", "-n", rules, "--webhook=", "--toleration-seconds=5")
+		out, code := kubectlFastover(ctx, t, env, "fix", "-n", rules, "--rule-config=", "--toleration-seconds=5")
 		assert.Equal(t, 0, code, out)
 		t.Logf("kubectl fastover fix --toleration-seconds=5:\n%s", out)
 		pods := versions()
@@ -288,10 +288,10 @@ func TestReconcilerPolicy(t *testing.T) {
 			assert.Equal(t, "unreachable=5s", pods[name].Annotations[toleration.AnnotationInjected], name)
 		}
 		assert.Equal(t, users.ResourceVersion, pods["users"].ResourceVersion, "the user's own 0 s was changed")
-		a, code := audit(ctx, t, env, "-n", rules, "--webhook=", "--toleration-seconds=5")
+		a, code := audit(ctx, t, env, "-n", rules, "--rule-config=", "--toleration-seconds=5")
 		assert.Equal(t, 0, code)
 		assert.Equal(t, "user's own unreachable toleration", byName(a)[rules+"/users"].Reason)
-		a, _ = audit(ctx, t, env, "-n", rules, "--webhook=", "--toleration-seconds=9")
+		a, _ = audit(ctx, t, env, "-n", rules, "--rule-config=", "--toleration-seconds=9")
 		assert.Equal(t, "set by fastover under another rule (unreachable=5s)", byName(a)[rules+"/marked"].Reason)
 	})
 

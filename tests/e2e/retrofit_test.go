@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,12 +17,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/internal/cluster"
-	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/retrofit"
 	"github.com/fastover/fastover/toleration"
 )
@@ -123,9 +120,11 @@ func TestRetrofit(t *testing.T) {
 	waitRunning(ctx, t, c, "control", "app", time.Minute)
 	oldPod := waitRunning(ctx, t, c, ns, "old", time.Minute)
 
-	// fastover is installed (failing open), then the namespace labelled.
+	// fastover is installed (failing open), with its rule's ConfigMap,
+	// then the namespace labelled.
 	wh := startWebhook(t, env)
 	wh.register(ctx, t, env, admissionregistrationv1.Ignore)
+	applyRuleConfigMap(ctx, t, env, "webhook")
 	ns0, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	require.NoError(t, err)
 	ns0.Labels[toleration.NamespaceLabel] = toleration.NamespaceLabelValue
@@ -151,10 +150,9 @@ func TestRetrofit(t *testing.T) {
 			assert.False(t, strings.HasPrefix(name, "control/"), "unlabelled namespaces are not audited without -A")
 		}
 		assert.Equal(t, 1, a.Summary[string(retrofit.StatusNeedsFix)])
-		// The webhook runs outside the cluster here: no Deployment to
-		// read the rule from, so fastover's defaults, and it says so.
+		// The installed rule: fastover's defaults, and it says where from.
 		assert.Equal(t, toleration.DefaultRule().Flags(), a.Rule)
-		assert.Contains(t, a.RuleFrom, "no Deployment fastover-system/fastover-webhook")
+		assert.Equal(t, "ConfigMap fastover-system/fastover-rule", a.RuleFrom)
 
 		all, _ := audit(ctx, t, env, "--all-namespaces")
 		for _, f := range all.Pods {
@@ -197,31 +195,30 @@ func TestRetrofit(t *testing.T) {
 	})
 
 	t.Run("RuleOfTheInstalledWebhook", func(t *testing.T) {
-		// The tuned overlay's Deployment, scaled to 0: audit applies the
-		// rule of its args unless told otherwise.
-		dir, err := install.Dir()
-		require.NoError(t, err)
-		objs, err := install.Render(filepath.Join(dir, "overlays/tuned"))
-		require.NoError(t, err)
-		d := install.Find(objs, "Deployment", "fastover-webhook")
-		require.NotNil(t, d)
-		require.NoError(t, unstructured.SetNestedField(d.Object, int64(0), "spec", "replicas"))
-		applier, err := install.NewApplier(env.Config)
-		require.NoError(t, err)
-		_, err = applier.Apply(ctx, []*unstructured.Unstructured{install.Find(objs, "Namespace", systemNS), d}, install.ApplyOptions{})
-		require.NoError(t, err)
-		defer func() {
-			assert.NoError(t, c.AppsV1().Deployments(systemNS).Delete(ctx, d.GetName(), metav1.DeleteOptions{}))
-		}()
+		// The tuned overlay's rule, in the ConfigMap the webhook reads:
+		// audit applies it unless told otherwise.
+		applyRuleConfigMap(ctx, t, env, "overlays/tuned")
+		defer applyRuleConfigMap(ctx, t, env, "webhook")
 
 		a, _ := audit(ctx, t, env)
 		assert.Equal(t, []string{"--toleration-seconds=5", "--not-ready-toleration-seconds=30", "--default-toleration-seconds=300"}, a.Rule)
-		assert.Equal(t, "Deployment fastover-system/fastover-webhook", a.RuleFrom)
+		assert.Equal(t, "ConfigMap fastover-system/fastover-rule", a.RuleFrom)
 		a, _ = audit(ctx, t, env, "--toleration-seconds=0")
 		assert.Equal(t, []string{"--toleration-seconds=0", "--not-ready-toleration-seconds=30", "--default-toleration-seconds=300"}, a.Rule)
-		a, _ = audit(ctx, t, env, "--webhook=")
+		a, _ = audit(ctx, t, env, "--rule-config=")
 		assert.Equal(t, toleration.DefaultRule().Flags(), a.Rule)
 		assert.Equal(t, "the command line", a.RuleFrom)
+
+		// No rule installed: a clear error, saying what to do.
+		require.NoError(t, c.CoreV1().ConfigMaps(systemNS).Delete(ctx, toleration.RuleConfigMapName, metav1.DeleteOptions{}))
+		cmd := exec.CommandContext(ctx, binary(t, "kubectl-fastover"), "audit", "--kubeconfig="+env.Kubeconfig)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		var exit *exec.ExitError
+		require.ErrorAs(t, cmd.Run(), &exit)
+		assert.Equal(t, 2, exit.ExitCode())
+		assert.Contains(t, stderr.String(), "no ConfigMap fastover-system/fastover-rule")
+		assert.Contains(t, stderr.String(), `--rule-config=""`)
 	})
 
 	t.Run("Reconciler", func(t *testing.T) {

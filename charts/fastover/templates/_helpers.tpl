@@ -16,15 +16,31 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end -}}
 {{- end -}}
 
-{{/* The rule's flags, for the webhook and the reconciler. */}}
-{{- define "fastover.ruleArgs" -}}
-- --toleration-seconds={{ int64 .Values.rule.tolerationSeconds }}
+{{/* The rule, in the format of the ConfigMap fastover-rule's rule.yaml. */}}
+{{- define "fastover.ruleConfig" -}}
+apiVersion: fastover.io/v1alpha1
+kind: Rule
+tolerationSeconds: {{ int64 .Values.rule.tolerationSeconds }}
 {{- if not (kindIs "invalid" .Values.rule.notReadyTolerationSeconds) }}
-- --not-ready-toleration-seconds={{ int64 .Values.rule.notReadyTolerationSeconds }}
+notReadyTolerationSeconds: {{ int64 .Values.rule.notReadyTolerationSeconds }}
 {{- end }}
-{{- if not (kindIs "invalid" .Values.rule.defaultTolerationSeconds) }}
-- --default-toleration-seconds={{ int64 .Values.rule.defaultTolerationSeconds }}
+{{- if kindIs "invalid" .Values.rule.defaultTolerationSeconds }}
+defaultTolerationSeconds: 300
+{{- else }}
+defaultTolerationSeconds: {{ int64 .Values.rule.defaultTolerationSeconds }}
 {{- end }}
+{{- end -}}
+
+{{/* The rule file's volume and its mount, for the webhook and the reconciler. */}}
+{{- define "fastover.ruleMount" -}}
+- name: rule
+  mountPath: /etc/fastover/rule
+  readOnly: true
+{{- end -}}
+{{- define "fastover.ruleVolume" -}}
+- name: rule
+  configMap:
+    name: fastover-rule
 {{- end -}}
 
 {{/* The pods' security context, as the restricted Pod Security Standard wants it. */}}
