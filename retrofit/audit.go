@@ -4,20 +4,26 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fastover/fastover/toleration"
 )
 
-// ExcludedNamespaces are never injected, labelled or not: the webhook's
-// configuration excludes them (manifests/webhook).
-var ExcludedNamespaces = []string{"kube-system", "fastover-system"}
+// excludedNamespaces are never injected, labelled or not. The webhook's
+// configuration (manifests/webhook, and the chart's) names the same ones in
+// its namespaceSelector; a unit test holds them to this list.
+var excludedNamespaces = []string{"kube-system", "fastover-system"}
+
+// ExcludedNamespaces returns the namespaces that are never injected,
+// labelled or not: the webhook's configuration excludes them. It is a new
+// slice at each call.
+func ExcludedNamespaces() []string { return slices.Clone(excludedNamespaces) }
 
 // WebhookConfiguration is the name of fastover's
 // MutatingWebhookConfiguration; its creation time tells pods created
@@ -49,9 +55,9 @@ type Finding struct {
 	Node      string `json:"node,omitempty"`
 	// Unreachable and NotReady are the pod's effective tolerations now,
 	// as the taint-eviction controller picks them.
-	Unreachable Effective `json:"unreachable"`
-	NotReady    Effective `json:"notReady"`
-	Status      Status    `json:"status"`
+	Unreachable toleration.Effective `json:"unreachable"`
+	NotReady    toleration.Effective `json:"notReady"`
+	Status      Status               `json:"status"`
 	// Reason says why, in a few words.
 	Reason string `json:"reason"`
 	// Mark is the fastover.io/injected annotation Fix would write (for
@@ -60,43 +66,6 @@ type Finding struct {
 
 	pod      *corev1.Pod
 	decision toleration.Decision
-}
-
-// Effective is a pod's effective NoExecute toleration for one taint.
-type Effective struct {
-	// Seconds is its tolerationSeconds; nil means forever or, with
-	// Tolerated false, evicted at once.
-	Seconds *int64 `json:"seconds,omitempty"`
-	// Tolerated is false when no toleration matches the taint.
-	Tolerated bool `json:"tolerated"`
-	// Default is true when it is exactly the API server's default.
-	Default bool `json:"default,omitempty"`
-}
-
-// String is e.g. "0s", "300s (default)", "forever" or "none".
-func (e Effective) String() string {
-	switch {
-	case !e.Tolerated:
-		return "none"
-	case e.Seconds == nil:
-		return "forever"
-	case e.Default:
-		return strconv.FormatInt(*e.Seconds, 10) + "s (default)"
-	default:
-		return strconv.FormatInt(*e.Seconds, 10) + "s"
-	}
-}
-
-func effective(rule toleration.Rule, tols []corev1.Toleration, key string) Effective {
-	i := toleration.EffectiveToleration(tols, key)
-	if i < 0 {
-		return Effective{}
-	}
-	t := tols[i]
-	e := Effective{Tolerated: true, Seconds: t.TolerationSeconds}
-	e.Default = t.Key == key && t.Operator == corev1.TolerationOpExists && t.Effect == corev1.TaintEffectNoExecute &&
-		t.TolerationSeconds != nil && *t.TolerationSeconds == rule.DefaultTolerationSeconds
-	return e
 }
 
 // Auditor classifies pods with a rule.
@@ -112,7 +81,7 @@ type Auditor struct {
 // Enabled reports whether the webhook injects pods of the namespace.
 func Enabled(ns *corev1.Namespace) bool {
 	return ns.Labels[toleration.NamespaceLabel] == toleration.NamespaceLabelValue &&
-		!slices.Contains(ExcludedNamespaces, ns.Name)
+		!slices.Contains(excludedNamespaces, ns.Name)
 }
 
 // Classify audits one pod; enabled says whether its namespace is enabled.
@@ -122,8 +91,8 @@ func (a Auditor) Classify(pod *corev1.Pod, enabled bool) Finding {
 		Name:        pod.Name,
 		UID:         string(pod.UID),
 		Node:        pod.Spec.NodeName,
-		Unreachable: effective(a.Rule, pod.Spec.Tolerations, corev1.TaintNodeUnreachable),
-		NotReady:    effective(a.Rule, pod.Spec.Tolerations, corev1.TaintNodeNotReady),
+		Unreachable: a.Rule.Effective(pod.Spec.Tolerations, corev1.TaintNodeUnreachable),
+		NotReady:    a.Rule.Effective(pod.Spec.Tolerations, corev1.TaintNodeNotReady),
 		Mark:        pod.Annotations[toleration.AnnotationInjected],
 		pod:         pod,
 	}
@@ -278,14 +247,20 @@ func listPods(ctx context.Context, client kubernetes.Interface, ns string) ([]co
 }
 
 // InstalledAt returns the creation time of fastover's webhook
-// configuration, or the zero time if it cannot be read (not installed, or
-// not allowed): the audit then says "not injected" without guessing why.
-func InstalledAt(ctx context.Context, client kubernetes.Interface) time.Time {
+// configuration: when fastover was installed. If the configuration does
+// not exist (fastover is not installed) it returns the zero time and no
+// error; the audit then says "not injected" without guessing why. Any
+// other failure to read it (not allowed, the API server unreachable) is an
+// error: it does not mean "not installed".
+func InstalledAt(ctx context.Context, client kubernetes.Interface) (time.Time, error) {
 	mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, WebhookConfiguration, metav1.GetOptions{})
-	if err != nil {
-		return time.Time{}
+	if apierrors.IsNotFound(err) {
+		return time.Time{}, nil
 	}
-	return mwc.CreationTimestamp.Time
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read MutatingWebhookConfiguration %s (when fastover was installed): %w", WebhookConfiguration, err)
+	}
+	return mwc.CreationTimestamp.Time, nil
 }
 
 // NeedsFix counts the findings with StatusNeedsFix.

@@ -95,12 +95,6 @@ func TestClassify(t *testing.T) {
 	assert.Equal(t, "unreachable=0s", f.Mark)
 }
 
-func TestEffectiveString(t *testing.T) {
-	assert.Equal(t, "none", Effective{}.String())
-	assert.Equal(t, "forever", Effective{Tolerated: true}.String())
-	assert.Equal(t, "5s", Effective{Tolerated: true, Seconds: ptr.To[int64](5)}.String())
-}
-
 func TestEnabled(t *testing.T) {
 	ns := func(name, label string) *corev1.Namespace {
 		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}

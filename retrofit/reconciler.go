@@ -42,10 +42,11 @@ type Reconciler struct {
 	Client kubernetes.Interface
 	// Auditor holds the rule, which must be the webhook's.
 	Auditor Auditor
-	// QPS bounds the patches per second (DefaultQPS if zero); bursts of
-	// up to QPS are allowed.
+	// QPS bounds the patches per second (DefaultQPS if zero; it must
+	// not be negative); bursts of up to QPS are allowed.
 	QPS float64
-	// Workers is how many pods are patched at once (DefaultWorkers if 0).
+	// Workers is how many pods are patched at once (DefaultWorkers if 0;
+	// it must not be negative).
 	Workers int
 	// EventRecorder, if nil, is made by Run.
 	EventRecorder record.EventRecorder
@@ -57,27 +58,66 @@ type Reconciler struct {
 	synced atomic.Bool
 }
 
+// Validate reports every problem of the reconciler's configuration at
+// once (errors.Join), each naming its field: no Client, a QPS that is
+// negative or not a finite number, negative Workers, or an invalid rule.
+// Zero QPS and Workers are valid: they mean the defaults. It reads nothing
+// but r.
+func (r *Reconciler) Validate() error {
+	var errs []error
+	if r.Client == nil {
+		errs = append(errs, errors.New("Reconciler.Client: must be set"))
+	}
+	if r.QPS < 0 || math.IsNaN(r.QPS) || math.IsInf(r.QPS, 0) {
+		errs = append(errs, fmt.Errorf("Reconciler.QPS: must be a finite number, 0 or more (0: DefaultQPS), got %v", r.QPS))
+	}
+	if r.Workers < 0 {
+		errs = append(errs, fmt.Errorf("Reconciler.Workers: must not be negative (0: DefaultWorkers), got %d", r.Workers))
+	}
+	if err := r.Auditor.Rule.Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("Reconciler.Auditor.Rule.%w", e))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin returns the errors that err joins, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// settings are the reconciler's pace, workers and logger, defaults in
+// place of zero values.
+func (r *Reconciler) settings() (qps float64, workers int, log logr.Logger) {
+	qps, workers, log = r.QPS, r.Workers, r.Logger
+	if qps == 0 {
+		qps = DefaultQPS
+	}
+	if workers == 0 {
+		workers = DefaultWorkers
+	}
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	return qps, workers, log
+}
+
 // HasSynced reports whether Run has filled its caches and gone over every
 // pod once, until it returns.
 func (r *Reconciler) HasSynced() bool { return r.synced.Load() }
 
-// Run reconciles until ctx ends. It returns nil then, or an error if its
-// caches never synced.
+// Run reconciles until ctx ends. It returns nil then, or an error if the
+// configuration does not validate (see Validate) or its caches never
+// synced. It may be run again once it has returned.
 func (r *Reconciler) Run(ctx context.Context) error {
-	if r.Client == nil {
-		return errors.New("retrofit: Reconciler.Client is nil")
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("retrofit: %w", err)
 	}
-	qps, workers := r.QPS, r.Workers
-	if qps <= 0 {
-		qps = DefaultQPS
-	}
-	if workers <= 0 {
-		workers = DefaultWorkers
-	}
-	log := r.Logger
-	if log.GetSink() == nil {
-		log = logr.Discard()
-	}
+	qps, workers, log := r.settings()
 	recorder := r.EventRecorder
 	if recorder == nil {
 		b := record.NewBroadcaster(record.WithContext(ctx))

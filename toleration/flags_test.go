@@ -36,6 +36,24 @@ func TestRuleFlags(t *testing.T) {
 	}
 }
 
+// TestOptionalSecondsFlag: the not-ready flag prints as unset until set,
+// and names its value for pflag's help.
+func TestOptionalSecondsFlag(t *testing.T) {
+	r := DefaultRule()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	r.AddFlags(fs)
+	f := fs.Lookup("not-ready-toleration-seconds")
+	require.NotNil(t, f)
+	assert.Empty(t, f.DefValue, "unset by default")
+	assert.Empty(t, f.Value.String())
+	require.NoError(t, fs.Set("not-ready-toleration-seconds", "30"))
+	assert.Equal(t, "30", f.Value.String())
+	typed, ok := f.Value.(interface{ Type() string })
+	require.True(t, ok, "pflag reads the value's Type")
+	assert.Equal(t, "seconds", typed.Type())
+	assert.Empty(t, (&optionalSeconds{}).String(), "the zero value, as flag's help makes it")
+}
+
 func TestParseArgs(t *testing.T) {
 	five, thirty := int64(5), int64(30)
 	for _, tc := range []struct {

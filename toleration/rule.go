@@ -1,6 +1,7 @@
 package toleration
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -52,18 +53,22 @@ func DefaultRule() Rule {
 	return Rule{TolerationSeconds: 0, DefaultTolerationSeconds: DefaultTolerationSeconds}
 }
 
-// Validate reports a rule with negative seconds.
+// Validate reports every problem of the rule at once (errors.Join), each
+// naming its field as the rule's configuration spells it: negative
+// seconds. It reads nothing but r.
 func (r Rule) Validate() error {
-	if r.TolerationSeconds < 0 {
-		return fmt.Errorf("toleration seconds must not be negative, got %d", r.TolerationSeconds)
+	var errs []error
+	nonNegative := func(field string, v int64) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %d", field, v))
+		}
 	}
-	if r.NotReadyTolerationSeconds != nil && *r.NotReadyTolerationSeconds < 0 {
-		return fmt.Errorf("not-ready toleration seconds must not be negative, got %d", *r.NotReadyTolerationSeconds)
+	nonNegative("tolerationSeconds", r.TolerationSeconds)
+	if r.NotReadyTolerationSeconds != nil {
+		nonNegative("notReadyTolerationSeconds", *r.NotReadyTolerationSeconds)
 	}
-	if r.DefaultTolerationSeconds < 0 {
-		return fmt.Errorf("default toleration seconds must not be negative, got %d", r.DefaultTolerationSeconds)
-	}
-	return nil
+	nonNegative("defaultTolerationSeconds", r.DefaultTolerationSeconds)
+	return errors.Join(errs...)
 }
 
 // Pod is what the rule reads of a pod.

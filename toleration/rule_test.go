@@ -2,9 +2,11 @@ package toleration
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -248,9 +250,74 @@ func TestDecide(t *testing.T) {
 
 func TestRuleValidate(t *testing.T) {
 	assert.NoError(t, DefaultRule().Validate())
-	assert.Error(t, Rule{TolerationSeconds: -1, DefaultTolerationSeconds: 300}.Validate())
-	assert.Error(t, Rule{NotReadyTolerationSeconds: ptr.To[int64](-1), DefaultTolerationSeconds: 300}.Validate())
-	assert.Error(t, Rule{DefaultTolerationSeconds: -1}.Validate())
+	assert.NoError(t, Rule{NotReadyTolerationSeconds: ptr.To[int64](0)}.Validate(), "zero seconds everywhere is valid")
+	assert.EqualError(t, Rule{TolerationSeconds: -1, DefaultTolerationSeconds: 300}.Validate(),
+		"tolerationSeconds: must not be negative, got -1")
+	assert.EqualError(t, Rule{NotReadyTolerationSeconds: ptr.To[int64](-1), DefaultTolerationSeconds: 300}.Validate(),
+		"notReadyTolerationSeconds: must not be negative, got -1")
+	assert.EqualError(t, Rule{DefaultTolerationSeconds: -1}.Validate(),
+		"defaultTolerationSeconds: must not be negative, got -1")
+
+	// Every problem at once, one line each, in the order of the fields.
+	err := Rule{TolerationSeconds: -1, NotReadyTolerationSeconds: ptr.To[int64](-2), DefaultTolerationSeconds: -3}.Validate()
+	require.Error(t, err)
+	assert.Equal(t, []string{
+		"tolerationSeconds: must not be negative, got -1",
+		"notReadyTolerationSeconds: must not be negative, got -2",
+		"defaultTolerationSeconds: must not be negative, got -3",
+	}, strings.Split(err.Error(), "\n"))
+}
+
+func TestIsAPIServerDefault(t *testing.T) {
+	r := DefaultRule()
+	assert.True(t, r.IsAPIServerDefault(defaultUnreachable, corev1.TaintNodeUnreachable))
+	assert.True(t, r.IsAPIServerDefault(defaultNotReady, corev1.TaintNodeNotReady))
+	for name, tc := range map[string]struct {
+		tol corev1.Toleration
+		key string
+	}{
+		"another taint's default": {defaultNotReady, corev1.TaintNodeUnreachable},
+		"other seconds":           {unreachable(ptr.To[int64](299)), corev1.TaintNodeUnreachable},
+		"forever":                 {unreachable(nil), corev1.TaintNodeUnreachable},
+		"operator Equal":          {tol(corev1.TaintNodeUnreachable, corev1.TolerationOpEqual, corev1.TaintEffectNoExecute, ptr.To[int64](300)), corev1.TaintNodeUnreachable},
+		"a value":                 {corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Value: "x", Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}, corev1.TaintNodeUnreachable},
+		"every effect":            {tol(corev1.TaintNodeUnreachable, corev1.TolerationOpExists, "", ptr.To[int64](300)), corev1.TaintNodeUnreachable},
+		"every key":               {tol("", corev1.TolerationOpExists, corev1.TaintEffectNoExecute, ptr.To[int64](300)), corev1.TaintNodeUnreachable},
+		"an unrelated toleration": {dedicated, corev1.TaintNodeUnreachable},
+	} {
+		assert.False(t, r.IsAPIServerDefault(tc.tol, tc.key), name)
+	}
+	// The default is the rule's: an API server configured for 200s.
+	r.DefaultTolerationSeconds = 200
+	assert.False(t, r.IsAPIServerDefault(defaultUnreachable, corev1.TaintNodeUnreachable))
+	assert.True(t, r.IsAPIServerDefault(unreachable(ptr.To[int64](200)), corev1.TaintNodeUnreachable))
+}
+
+func TestEffective(t *testing.T) {
+	r := DefaultRule()
+	for _, tc := range []struct {
+		name string
+		tols []corev1.Toleration
+		key  string
+		want Effective
+		str  string
+	}{
+		{"none", []corev1.Toleration{dedicated}, corev1.TaintNodeUnreachable, Effective{}, "none"},
+		{"the default", []corev1.Toleration{defaultNotReady, defaultUnreachable}, corev1.TaintNodeUnreachable,
+			Effective{Tolerated: true, Seconds: ptr.To[int64](300), Default: true}, "300s (default)"},
+		{"the user's seconds", []corev1.Toleration{unreachable(ptr.To[int64](5))}, corev1.TaintNodeUnreachable,
+			Effective{Tolerated: true, Seconds: ptr.To[int64](5)}, "5s"},
+		{"a broad toleration first", []corev1.Toleration{everything, defaultUnreachable}, corev1.TaintNodeUnreachable,
+			Effective{Tolerated: true}, "forever"},
+		{"not-ready", []corev1.Toleration{defaultUnreachable, notReady(ptr.To[int64](0))}, corev1.TaintNodeNotReady,
+			Effective{Tolerated: true, Seconds: ptr.To[int64](0)}, "0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := r.Effective(tc.tols, tc.key)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.str, got.String())
+		})
+	}
 }
 
 func TestEffectiveToleration(t *testing.T) {

@@ -157,7 +157,7 @@ func newAuditCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a := retrofit.Auditor{Rule: o.rule, InstalledAt: retrofit.InstalledAt(cmd.Context(), client)}
+			a := retrofit.Auditor{Rule: o.rule, InstalledAt: installedAt(cmd.Context(), client, cmd.ErrOrStderr())}
 			findings, err := a.Audit(cmd.Context(), client, scope)
 			if err != nil {
 				return err
@@ -190,7 +190,7 @@ a toleration of the user's own, DaemonSet and mirror pods).`,
 				return err
 			}
 			ctx := cmd.Context()
-			a := retrofit.Auditor{Rule: o.rule, InstalledAt: retrofit.InstalledAt(ctx, client)}
+			a := retrofit.Auditor{Rule: o.rule, InstalledAt: installedAt(ctx, client, cmd.ErrOrStderr())}
 			findings, err := a.Audit(ctx, client, scope)
 			if err != nil {
 				return err

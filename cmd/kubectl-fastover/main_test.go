@@ -14,7 +14,7 @@ func TestBadInputIsAClearError(t *testing.T) {
 		want string
 	}{
 		{[]string{"audit", "-o", "xml"}, `--output "xml": want table, json or yaml`},
-		{[]string{"audit", "--toleration-seconds=-1"}, "toleration seconds must not be negative"},
+		{[]string{"audit", "--toleration-seconds=-1"}, "tolerationSeconds: must not be negative, got -1"},
 		{[]string{"fix", "--not-ready-toleration-seconds=soon"}, `want a non-negative integer, got "soon"`},
 		{[]string{"audit", "extra"}, `unknown command "extra"`},
 		{[]string{"repair"}, `unknown command "repair"`},

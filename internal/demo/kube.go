@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
 	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/toleration"
 )
 
 // waitRunning waits until app has a running pod (on a node other than
@@ -91,37 +91,32 @@ func describePods(pods []corev1.Pod) string {
 	return strings.Join(parts, ", ")
 }
 
-// effectiveToleration is the toleration the taint-eviction controller
-// applies to a NoExecute taint with the key: the first that matches.
-func effectiveToleration(p *corev1.Pod, key string) *corev1.Toleration {
-	taint := &corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute}
-	for i := range p.Spec.Tolerations {
-		if p.Spec.Tolerations[i].ToleratesTaint(klog.Background(), taint, false) {
-			return &p.Spec.Tolerations[i]
-		}
-	}
-	return nil
+// unreachableToleration is the pod's effective toleration of the
+// unreachable taint, as the taint-eviction controller picks it and the
+// webhook decides on it.
+func unreachableToleration(p *corev1.Pod) toleration.Effective {
+	return toleration.DefaultRule().Effective(p.Spec.Tolerations, corev1.TaintNodeUnreachable)
 }
 
 // tolerationSeconds is how long the pod tolerates the unreachable taint;
 // ok is false if it does not, or forever.
 func tolerationSeconds(p *corev1.Pod) (secs int64, ok bool) {
-	t := effectiveToleration(p, corev1.TaintNodeUnreachable)
-	if t == nil || t.TolerationSeconds == nil {
+	e := unreachableToleration(p)
+	if !e.Tolerated || e.Seconds == nil {
 		return 0, false
 	}
-	return *t.TolerationSeconds, true
+	return *e.Seconds, true
 }
 
 func tolerationString(p *corev1.Pod) string {
-	t := effectiveToleration(p, corev1.TaintNodeUnreachable)
+	e := unreachableToleration(p)
 	switch {
-	case t == nil:
+	case !e.Tolerated:
 		return "no time (no toleration)"
-	case t.TolerationSeconds == nil:
+	case e.Seconds == nil:
 		return "ever"
 	default:
-		return fmt.Sprintf("%ds", *t.TolerationSeconds)
+		return fmt.Sprintf("%ds", *e.Seconds)
 	}
 }
 
