@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastover/fastover/leader"
+	"github.com/fastover/fastover/toleration"
 )
 
 // repoRoot is the module's root: the directory above this package's that
@@ -309,4 +310,24 @@ func TestLeaderRoleInDocs(t *testing.T) {
 			"docs/leader.md:%d: the Role differs from leader.PolicyRules", blk.Line)
 	}
 	assert.True(t, found, "docs/leader.md shows the Role in a YAML block starting with rules:")
+}
+
+// TestRuleInDocs keeps every rule the docs show (a YAML block of kind
+// Rule) readable by toleration.ParseRuleConfig, the format's one parser.
+func TestRuleInDocs(t *testing.T) {
+	root := repoRoot(t)
+	var found int
+	for _, f := range documents(t, root) {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		require.NoError(t, err)
+		for _, blk := range Parse(f, string(b)).Blocks {
+			if blk.Lang != "yaml" || !strings.Contains(blk.Text, "apiVersion: "+toleration.RuleAPIVersion) {
+				continue
+			}
+			found++
+			_, err := toleration.ParseRuleConfig([]byte(blk.Text))
+			assert.NoError(t, err, "%s:%d: the rule does not parse", f, blk.Line)
+		}
+	}
+	assert.Positive(t, found, "the docs show the rule's format")
 }
