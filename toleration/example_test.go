@@ -75,15 +75,22 @@ func ExampleEffectiveToleration() {
 	// -1
 }
 
-// A webhook's rule, read back from the args of its Deployment's container;
-// the flags of other options are skipped.
-func ExampleRule_ParseArgs() {
-	args := []string{"--port=9443", "--cert-dir=/etc/fastover/tls", "--toleration-seconds=5", "--not-ready-toleration-seconds", "30"}
-	rule := toleration.DefaultRule()
-	if err := rule.ParseArgs(args); err != nil {
+// The rule of the ConfigMap fastover-rule (its key rule.yaml), as the
+// webhook, the reconciler and kubectl-fastover read it.
+func ExampleParseRuleConfig() {
+	rule, err := toleration.ParseRuleConfig([]byte(`apiVersion: fastover.io/v1alpha1
+kind: Rule
+tolerationSeconds: 5
+notReadyTolerationSeconds: 30
+`))
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(rule.Flags())
-	// Output: [--toleration-seconds=5 --not-ready-toleration-seconds=30 --default-toleration-seconds=300]
+	_, err = toleration.ParseRuleConfig([]byte("apiVersion: fastover.io/v1alpha1\nkind: Rule\ntolerationSeconds: -5\n"))
+	fmt.Println(err)
+	// Output:
+	// [--toleration-seconds=5 --not-ready-toleration-seconds=30 --default-toleration-seconds=300]
+	// tolerationSeconds: must not be negative, got -5
 }

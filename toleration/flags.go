@@ -4,14 +4,15 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
-	"strings"
 )
 
 // AddFlags binds the rule's command-line flags to r: --toleration-seconds,
 // --not-ready-toleration-seconds (unset by default: not-ready is left
 // alone) and --default-toleration-seconds, with r's values as defaults.
 // fastover-webhook and kubectl-fastover share them, so the rule is given
-// the same way to both; call Validate after parsing.
+// the same way to both; given explicitly, they override the rule's
+// ConfigMap for that process only (Rule.WithFlags). Call Validate after
+// parsing.
 func (r *Rule) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&r.TolerationSeconds, "toleration-seconds", r.TolerationSeconds,
 		"tolerationSeconds of the effective node.kubernetes.io/unreachable:NoExecute toleration")
@@ -21,49 +22,8 @@ func (r *Rule) AddFlags(fs *flag.FlagSet) {
 		"the API server's --default-unreachable-toleration-seconds: a toleration with this value is its default and is rewritten")
 }
 
-// ParseArgs sets r from the rule's flags in args, a fastover-webhook
-// command line such as its Deployment's container args, which holds other
-// flags too: those are skipped. It reads -name value, --name value,
-// -name=value and --name=value as the flag package does (the last one
-// given wins) and stops at "--". A rule flag without a value, with a bad
-// one, or with one Kubernetes would expand from the container's
-// environment ($(VAR)) is an error; so is a rule that does not validate.
-func (r *Rule) ParseArgs(args []string) error {
-	fs := flag.NewFlagSet("rule", flag.ContinueOnError)
-	r.AddFlags(fs)
-	for i := 0; i < len(args); i++ {
-		arg := args[i]
-		if arg == "--" {
-			break
-		}
-		name, ok := strings.CutPrefix(arg, "-")
-		if !ok {
-			continue
-		}
-		name = strings.TrimPrefix(name, "-")
-		name, value, hasValue := strings.Cut(name, "=")
-		if fs.Lookup(name) == nil {
-			continue
-		}
-		if !hasValue {
-			if i+1 == len(args) {
-				return fmt.Errorf("flag %s: no value", arg)
-			}
-			i++
-			value = args[i]
-		}
-		if strings.Contains(value, "$(") {
-			return fmt.Errorf("flag -%s=%s: the value comes from the container's environment, which is not known here", name, value)
-		}
-		if err := fs.Set(name, value); err != nil {
-			return fmt.Errorf("flag -%s=%s: %w", name, value, err)
-		}
-	}
-	return r.Validate()
-}
-
-// Flags returns the rule as the command-line flags that give it, as in
-// the webhook's args.
+// Flags returns the rule as the command-line flags that give it (as
+// kubectl-fastover prints the rule it applies).
 func (r Rule) Flags() []string {
 	out := []string{"--toleration-seconds=" + strconv.FormatInt(r.TolerationSeconds, 10)}
 	if r.NotReadyTolerationSeconds != nil {
