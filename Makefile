@@ -116,9 +116,12 @@ chaos: ## the leader chaos run at full length (CHAOS_EVENTS=240, about 10 minute
 
 BENCH_COUNT ?= 6
 BENCH_RUNS ?= 10
+# Runs per election and scenario of the controller-runtime comparison
+# (tests/bench/ctrlfailover): a killed run waits out a 15s lease.
+CTRL_BENCH_RUNS ?= 5
 
 .PHONY: bench
-bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go (~15 min)
+bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election (~20 min)
 	@tests/tools/build.sh bench etcd kwok kube
 	@mkdir -p $(BIN)/bench
 	go build -o $(BIN)/fastover-webhook ./cmd/fastover-webhook
@@ -134,6 +137,9 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 	go build -o $(BIN)/fastover-example ./examples/fastover-example
 	go build -o $(BIN)/leaderbaseline ./tests/bench/leaderbaseline
 	go run ./tests/bench/failover -bin $(BIN) -runs $(BENCH_RUNS)
+	@echo
+	go build -o $(BIN)/configmap-operator ./examples/configmap-operator
+	go run ./tests/bench/ctrlfailover -bin $(BIN) -runs $(CTRL_BENCH_RUNS)
 
 # make demo: GRACE=50s for Kubernetes' default node-monitor grace period
 # (the demo's default is 20s); DEMO_FLAGS=--quick for the CI test's durations.

@@ -1,0 +1,300 @@
+// Package opfleet runs replicas of the example operator
+// (examples/configmap-operator) as local processes beside an
+// internal/cluster control plane, and watches what they do: who stamps
+// the ConfigMap (who reconciles) and whom the Service's EndpointSlices
+// name. The end-to-end tests and the benchmark of the controller-runtime
+// adapter (leader/ctrlmanager) use it.
+//
+// Replicas publish addresses from TEST-NET-1 (192.0.2.N), as those of
+// internal/fleet, and serve metrics on 127.0.0.1:<port of their own>.
+package opfleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
+)
+
+// The example's label and annotations (its internal/controller, which
+// this package cannot import).
+const (
+	labelStamp          = "example.fastover.io/stamp"
+	annotationStampedBy = "example.fastover.io/stamped-by"
+	annotationStampedAt = "example.fastover.io/stamped-at"
+)
+
+// Election is the operator's --leader-election.
+type Election string
+
+// The elections the operator offers.
+const (
+	Fastover          Election = "fastover"
+	ControllerRuntime Election = "controller-runtime"
+)
+
+// Replica is one operator process.
+type Replica struct {
+	ID          string
+	N           int // publishes 192.0.2.N
+	MetricsPort int
+	Proc        *cluster.Process
+}
+
+// Address is the address the replica publishes.
+func (r *Replica) Address() string { return fleet.PublishedNet + strconv.Itoa(r.N) }
+
+// Fleet is a set of operator replicas: one Lease, one Service (with
+// fastover) and one labelled ConfigMap to reconcile, all named Name.
+type Fleet struct {
+	Env       *cluster.Env
+	Binary    string
+	Namespace string
+	Name      string
+	Election  Election
+	Durations fleet.Durations
+	Replicas  []*Replica
+	http      *http.Client
+}
+
+// New prepares a fleet; Setup creates its objects, Add starts replicas.
+func New(env *cluster.Env, binary, namespace, name string, election Election, d fleet.Durations) *Fleet {
+	return &Fleet{
+		Env: env, Binary: binary, Namespace: namespace, Name: name, Election: election, Durations: d,
+		http: &http.Client{Timeout: 2 * time.Second},
+	}
+}
+
+// Setup creates the namespace, the ConfigMap to reconcile and, with
+// fastover, the selector-less Service.
+func (f *Fleet) Setup(ctx context.Context) error {
+	if err := f.Env.CreateNamespace(ctx, f.Namespace, nil); err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: f.Name, Labels: map[string]string{labelStamp: "true"}},
+		Data:       map[string]string{"hello": "world"},
+	}
+	if _, err := f.Env.Client.CoreV1().ConfigMaps(f.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if f.Election != Fastover {
+		return nil
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: f.Name},
+		Spec: corev1.ServiceSpec{
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(9443)}},
+		},
+	}
+	_, err := f.Env.Client.CoreV1().Services(f.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+	return err
+}
+
+// Add starts n more replicas.
+func (f *Fleet) Add(n int) error {
+	ports, err := cluster.FreePorts(n)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		r := &Replica{N: len(f.Replicas) + 1, MetricsPort: ports[i]}
+		r.ID = fmt.Sprintf("%s-%d", f.Name, r.N)
+		f.Replicas = append(f.Replicas, r)
+		if err := f.Start(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Start starts a replica, or starts it again after it exited.
+func (f *Fleet) Start(r *Replica) error {
+	if r.Proc != nil {
+		return r.Proc.Start()
+	}
+	args := []string{
+		"--kubeconfig=" + f.Env.Kubeconfig,
+		"--namespace=" + f.Namespace,
+		"--lease=" + f.Name,
+		"--id=" + r.ID,
+		"--leader-election=" + string(f.Election),
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(r.MetricsPort),
+		"--health-probe-bind-address=0",
+		"--lease-duration=" + f.Durations.Lease.String(),
+		"--renew-deadline=" + f.Durations.Renew.String(),
+		"--retry-period=" + f.Durations.Retry.String(),
+	}
+	if f.Election == Fastover {
+		args = append(args, "--service="+f.Name, "--address="+r.Address())
+	}
+	p, err := f.Env.StartProcess(string(f.Election)+"-"+r.ID, f.Binary, args...)
+	r.Proc = p
+	return err
+}
+
+// StopAll kills every replica.
+func (f *Fleet) StopAll() {
+	for _, r := range f.Replicas {
+		if r.Proc != nil {
+			r.Proc.Stop(syscall.SIGKILL, 0)
+		}
+	}
+}
+
+// ByID returns the replica with the identity, or nil.
+func (f *Fleet) ByID(id string) *Replica {
+	for _, r := range f.Replicas {
+		if r.ID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// ByAddress returns the replica that publishes addr, or nil.
+func (f *Fleet) ByAddress(addr string) *Replica {
+	for _, r := range f.Replicas {
+		if r.Address() == addr {
+			return r
+		}
+	}
+	return nil
+}
+
+// Metrics returns the replica's /metrics.
+func (f *Fleet) Metrics(r *Replica) (string, error) {
+	resp, err := f.http.Get("http://127.0.0.1:" + strconv.Itoa(r.MetricsPort) + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return string(body), err
+}
+
+// Service is the fleet's Service and Lease, as an internal/fleet Fleet
+// without replicas, for its helpers
+// (Holder, Slices, Watch).
+func (f *Fleet) Service() *fleet.Fleet {
+	return &fleet.Fleet{Env: f.Env, Namespace: f.Namespace, Service: f.Name, Lease: f.Name}
+}
+
+// Stamp is a stamp of the ConfigMap: who reconciled it, and when (the
+// reconciler's clock, the same host's here).
+type Stamp struct {
+	By   string
+	At   time.Time // when the reconcile ran
+	Seen time.Time // when the watch delivered it
+}
+
+// Stamps records every stamp of the ConfigMap, from a watch.
+type Stamps struct {
+	mu     sync.Mutex
+	stamps []Stamp
+	wake   chan struct{}
+}
+
+// WatchStamps starts recording; it stops when ctx ends.
+func (f *Fleet) WatchStamps(ctx context.Context) (*Stamps, error) {
+	w, err := f.Env.Client.CoreV1().ConfigMaps(f.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", f.Name).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Stamps{wake: make(chan struct{})}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok {
+				continue
+			}
+			by := cm.Annotations[annotationStampedBy]
+			if by == "" {
+				continue
+			}
+			at, _ := time.Parse(time.RFC3339Nano, cm.Annotations[annotationStampedAt])
+			s.mu.Lock()
+			if n := len(s.stamps); n == 0 || s.stamps[n-1].By != by || !s.stamps[n-1].At.Equal(at) {
+				s.stamps = append(s.stamps, Stamp{By: by, At: at, Seen: time.Now()})
+				close(s.wake)
+				s.wake = make(chan struct{})
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return s, nil
+}
+
+// All returns the stamps recorded so far, oldest first.
+func (s *Stamps) All() []Stamp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Stamp(nil), s.stamps...)
+}
+
+// Next waits up to timeout for a stamp after the first `after` ones by
+// another replica than not, and returns it.
+func (s *Stamps) Next(after int, not string, timeout time.Duration) (Stamp, error) {
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		for _, st := range s.stamps[min(after, len(s.stamps)):] {
+			if st.By != not {
+				s.mu.Unlock()
+				return st, nil
+			}
+		}
+		wake := s.wake
+		s.mu.Unlock()
+		select {
+		case <-wake:
+		case <-deadline:
+			return Stamp{}, fmt.Errorf("no stamp by a replica other than %q within %v", not, timeout)
+		}
+	}
+}
+
+// Len is the number of stamps recorded.
+func (s *Stamps) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.stamps)
+}
+
+// WaitPublished waits up to timeout until the log's latest publication is
+// exactly addr, and returns when the watch saw it.
+func WaitPublished(ctx context.Context, l *fleet.Log, addr string, timeout time.Duration) (time.Time, error) {
+	var at time.Time
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		pubs := l.Snapshot()
+		if n := len(pubs); n > 0 && len(pubs[n-1].Addrs) == 1 && pubs[n-1].Addrs[0] == addr {
+			at = pubs[n-1].At
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return time.Time{}, errors.Join(fmt.Errorf("the Service's EndpointSlices do not name only %s after %v", addr, timeout), err)
+	}
+	return at, nil
+}
