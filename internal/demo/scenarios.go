@@ -19,8 +19,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 
-	"github.com/fastover/fastover/leader"
 	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/leader"
 
 	"github.com/fastover/fastover/internal/cluster"
 )

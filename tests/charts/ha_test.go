@@ -13,10 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/fastover/fastover/tests/charts"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/tests/charts"
 )
 
 // caller calls the Service every 10 ms, as fleet.Call resolves it, and

@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/fastover/fastover/leader"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/leader"
 )
 
 // TestLeaderThreeReplicas: three replicas, one leader, and the Service's

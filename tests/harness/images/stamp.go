@@ -3,8 +3,8 @@ package images
 import (
 	"time"
 
-	"github.com/fastover/fastover/internal/imagebuild"
 	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/imagebuild"
 )
 
 // What the tests stamp into the images they build: fixed, so that a test
