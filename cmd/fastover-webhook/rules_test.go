@@ -37,6 +37,19 @@ func TestParseFlagsRuleFile(t *testing.T) {
 	assert.Equal(t, file, c.opts.RuleOverride(file), "no rule flag given: the file's rule")
 }
 
+// TestRunBadRuleFile: a rule file that does not parse at start is a fatal error that names the file and the field.
+func TestRunBadRuleFile(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, install.WriteKubeletDir(dir, map[string][]byte{"rule.yaml": []byte(ruleHeader + "tolerationSecond: 3\n")}))
+	err := run([]string{"--rule-file=" + filepath.Join(dir, "rule.yaml"), "--cert-dir=" + dir,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0"}, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), filepath.Join(dir, "rule.yaml"))
+	assert.Contains(t, err.Error(), `unknown field "tolerationSecond"`)
+	// (A missing file: TestRuleSourceStartErrors. run registers its
+	// metrics in controller-runtime's registry, once a process.)
+}
+
 const ruleHeader = "apiVersion: fastover.io/v1alpha1\nkind: Rule\n"
 
 // TestReconcileFollowsTheRule: the reconciler fixes pods with the rule in
