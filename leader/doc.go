@@ -34,6 +34,18 @@
 // that this process did not write is waited out like another holder's.
 // Each term counts a Lease transition; Elector.Term returns it.
 //
+// Fencing: the term is the Lease's transition count (spec.leaseTransitions)
+// when this replica acquired it, and it grows with every new leader. The
+// leader's EndpointSlice carries it next to the leader's identity
+// (annotations leader.fastover.io/term and fastover.io/leader-identity),
+// and the work can read it with Elector.Term. A leader that acts on a
+// downstream system sends its term with every write (a header, a field, a
+// fencing token); the downstream system keeps the highest term it has seen
+// and refuses a write with a lower one, so an ex-leader that was frozen
+// and wakes up is refused even before it notices its loss. A client that
+// reads the slice can do the same with the annotation: never follow a
+// slice whose term is lower than one it has already seen.
+//
 // What happens next: Run returns ErrLeadershipLost and the process exits
 // (as the example and fastover-webhook --reconcile do), so that its restart
 // policy brings it back as a fresh standby; it does not build a new Elector

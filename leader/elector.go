@@ -117,6 +117,7 @@ func (e *Elector) watchService() error {
 		ep:       e.cfg.Endpoint,
 		log:      e.lease.log.WithValues("service", service),
 		leading:  e.lease.leading,
+		term:     e.lease.currentTerm,
 		services: svcInformer.Lister().Services(e.cfg.Namespace),
 		slices:   sliceInformer.Lister().EndpointSlices(e.cfg.Namespace),
 		trigger:  e.trigger,

@@ -303,6 +303,13 @@ func TestPlannedStopReleasesTheLease(t *testing.T) {
 		_, err := slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
 		return err == nil
 	}, waitFor, time.Millisecond, "the endpoint was not published")
+	// The slice carries the term: the Lease's transition count, 4 before.
+	published, err := slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(5), r.el.Term())
+	assert.Equal(t, int32(5), *r.lease().Spec.LeaseTransitions)
+	assert.Equal(t, "5", published.Annotations[AnnotationTerm])
+	assert.Equal(t, "me", published.Annotations[AnnotationIdentity])
 	// The withdrawal reads the slice from the cache.
 	require.Eventually(t, func() bool {
 		_, err := r.el.pub.slices.Get("svc-fastover")
@@ -310,7 +317,7 @@ func TestPlannedStopReleasesTheLease(t *testing.T) {
 	}, waitFor, time.Millisecond)
 	r.cancel()
 	require.NoError(t, r.result())
-	_, err := slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
+	_, err = slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the endpoint was not withdrawn: %v", err)
 	l := r.lease()
 	assert.Nil(t, l.Spec.HolderIdentity, "the Lease was not released")

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,6 +26,12 @@ import (
 // AnnotationIdentity on the leader's EndpointSlice names the leader.
 const AnnotationIdentity = "fastover.io/leader-identity"
 
+// AnnotationTerm on the leader's EndpointSlice is the leader's term, the
+// Lease's transition count (spec.leaseTransitions) when it acquired it, in
+// decimal: it grows with every new leader, so a reader can tell a newer
+// leader from a stale one (see Elector.Term).
+const AnnotationTerm = "leader.fastover.io/term"
+
 // ErrServiceHasSelector is returned (wrapped) while the Service still has a
 // selector and RemoveSelector is off.
 var ErrServiceHasSelector = errors.New("the Service has a selector")
@@ -38,6 +45,7 @@ type publisher struct {
 	ep       *EndpointConfig
 	log      logr.Logger
 	leading  func() bool
+	term     func() int32 // the term being published
 	services corelisters.ServiceNamespaceLister
 	slices   discoverylisters.EndpointSliceNamespaceLister
 	trigger  chan struct{} // the Service or its slices changed
@@ -328,6 +336,14 @@ func addressType(addr netip.Addr) discoveryv1.AddressType {
 	return discoveryv1.AddressTypeIPv4
 }
 
+// annotations are the leader's identity and term, on what it publishes.
+func (p *publisher) annotations() map[string]string {
+	return map[string]string{
+		AnnotationIdentity: p.cfg.Identity,
+		AnnotationTerm:     strconv.FormatInt(int64(p.term()), 10),
+	}
+}
+
 func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice {
 	addr := netip.MustParseAddr(p.ep.Address) // validated
 	addrType := addressType(addr)
@@ -370,7 +386,7 @@ func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice
 				discoveryv1.LabelServiceName: svc.Name,
 				discoveryv1.LabelManagedBy:   ManagedBy,
 			},
-			Annotations: map[string]string{AnnotationIdentity: p.cfg.Identity},
+			Annotations: p.annotations(),
 			// No blockOwnerDeletion: with OwnerReferencesPermissionEnforcement
 			// (OpenShift's default) setting it needs update on
 			// services/finalizers, which the Role does not grant; the

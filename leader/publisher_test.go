@@ -65,6 +65,7 @@ func newTestPublisher(t *testing.T, address string, svc *corev1.Service) *testPu
 	return &testPublisher{
 		publisher: &publisher{
 			cfg: &cfg, ep: cfg.Endpoint, log: logr.Discard(), leading: func() bool { return true },
+			term:     func() int32 { return 7 },
 			services: corelisters.NewServiceLister(svcs).Services("ns"),
 			slices:   discoverylisters.NewEndpointSliceLister(slices).EndpointSlices("ns"),
 		},
@@ -108,6 +109,22 @@ func TestSteadyLeaderWritesNothing(t *testing.T) {
 		require.NoError(t, tp.reconcile(ctx, false))
 	}
 	assert.Equal(t, 1, tp.writes(), "a steady leader rewrote its slice")
+}
+
+// A new term rewrites the slice with it, identity and term together.
+func TestNewTermRewritesTheSlice(t *testing.T) {
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	ctx := context.Background()
+	require.NoError(t, tp.reconcile(ctx, false))
+	s := tp.apiSlice(t)
+	assert.Equal(t, "7", s.Annotations[AnnotationTerm])
+	require.NoError(t, tp.slices.Add(s))
+	require.NoError(t, tp.reconcile(ctx, false))
+	require.Equal(t, 1, tp.writes(), "the same term: no write")
+	tp.term = func() int32 { return 8 }
+	require.NoError(t, tp.reconcile(ctx, false))
+	assert.Equal(t, 2, tp.writes())
+	assert.Equal(t, "8", tp.apiSlice(t).Annotations[AnnotationTerm])
 }
 
 // Ports given without a name or protocol are compared as the API
@@ -365,6 +382,7 @@ func TestDesiredSlice(t *testing.T) {
 	}, s.Ports)
 	assert.Equal(t, map[string]string{discoveryv1.LabelServiceName: "svc", discoveryv1.LabelManagedBy: ManagedBy}, s.Labels)
 	assert.Equal(t, "me", s.Annotations[AnnotationIdentity])
+	assert.Equal(t, "7", s.Annotations[AnnotationTerm])
 
 	tp6 := newTestPublisher(t, "fd00::a", svc)
 	s6 := tp6.desiredSlice(svc)
