@@ -1,8 +1,8 @@
 // Package toleration is fastover's toleration rule: what a pod's effective
 // NoExecute tolerations for node.kubernetes.io/unreachable (and, if asked,
 // node.kubernetes.io/not-ready) should be, and the JSON Patch that makes
-// them so. It does no I/O and depends on nothing but the Kubernetes API
-// types: the admission webhook (package webhook), the retrofit audit, fix
+// them so. Deciding does no I/O, and the package depends on nothing but
+// the Kubernetes API types: the admission webhook (package webhook), the retrofit audit, fix
 // and reconciler (package retrofit), kubectl-fastover and the demo all
 // decide with it, so that they agree on every pod.
 //
@@ -24,6 +24,10 @@
 // is a denial.
 //
 // The rule's knobs are the fields of Rule (DefaultRule gives fastover's
-// defaults; Validate reports every bad field); AddFlags binds them to
-// command-line flags, shared by fastover-webhook and kubectl-fastover.
+// defaults; Validate reports every bad field). Its one published home is
+// the ConfigMap fastover-system/fastover-rule, key rule.yaml
+// (ParseRuleConfig reads that format, LoadRuleFile and RuleWatcher the
+// file it is mounted as); AddFlags binds the same knobs to command-line
+// flags, shared by fastover-webhook and kubectl-fastover, which override
+// the ConfigMap for that process only (Rule.WithFlags).
 package toleration
