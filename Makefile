@@ -119,9 +119,12 @@ BENCH_RUNS ?= 10
 # Runs per election and scenario of the controller-runtime comparison
 # (tests/bench/ctrlfailover): a killed run waits out a 15s lease.
 CTRL_BENCH_RUNS ?= 5
+# Steady-state window of the API-cost comparison (tests/bench/apicost), per
+# replica count (3 and 30): the requests a minute of leaders and standbys.
+APICOST_WINDOW ?= 2m
 
 .PHONY: bench
-bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election (~20 min)
+bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election, API requests of leaders and standbys vs client-go (~28 min)
 	@tests/tools/build.sh bench etcd kwok kube
 	@mkdir -p $(BIN)/bench
 	go build -o $(BIN)/fastover-webhook ./cmd/fastover-webhook
@@ -140,6 +143,8 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 	@echo
 	go build -o $(BIN)/configmap-operator ./examples/configmap-operator
 	go run ./tests/bench/ctrlfailover -bin $(BIN) -runs $(CTRL_BENCH_RUNS)
+	@echo
+	go run ./tests/bench/apicost -bin $(BIN) -window $(APICOST_WINDOW)
 
 # make demo: GRACE=50s for Kubernetes' default node-monitor grace period
 # (the demo's default is 20s); DEMO_FLAGS=--quick for the CI test's durations.

@@ -51,6 +51,8 @@ type Proxy struct {
 	partitioned bool
 	healed      chan struct{} // closed when a partition ends
 	conns       map[net.Conn]struct{}
+	requests    map[Request]int // by kind, since Start (count.go)
+	openWatches int
 }
 
 // Start starts a proxy to the API server that upstream reaches (its host
@@ -195,6 +197,7 @@ func (p *Proxy) gate(ctx context.Context) bool {
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	defer p.count(r)()
 	ctx := r.Context()
 	if !p.gate(ctx) {
 		return

@@ -1,0 +1,178 @@
+// Command apicost measures what leader election costs the API server, side
+// by side in the same run: fastover's leader library (fastover-example)
+// against client-go's tools/leaderelection with the same durations
+// (leaderbaseline). For 3 and for 30 replicas of each, every replica talks
+// to kube-apiserver through a proxy of its own that counts its requests by
+// verb and resource and its watch streams (tests/harness/apicost); after a
+// warm-up, the counts over a steady-state window give the leader's and the
+// standbys' requests a minute. Both implementations run at once, in
+// namespaces of their own, so that the machine's load hits both.
+// `make bench` runs it on a local control plane (internal/cluster).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/tests/harness/apicost"
+	"github.com/fastover/fastover/tests/harness/faultproxy"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "apicost:", err)
+		os.Exit(1)
+	}
+}
+
+type impl struct{ name, binary string }
+
+func run() error {
+	bin := flag.String("bin", "bin", "directory with the control-plane binaries, fastover-example and leaderbaseline")
+	window := flag.Duration("window", 2*time.Minute, "steady-state window measured, per replica count")
+	warmup := flag.Duration("warmup", 30*time.Second, "time after the Service answers from a leader before the window starts")
+	counts := flag.String("replicas", "3,30", "replica counts, comma-separated")
+	durations := flag.String("durations", "15s/10s/2s", "lease duration/renew deadline/retry period")
+	controllers := flag.Int("controllers", 1000, "number of 3-replica controllers to extrapolate to")
+	flag.Parse()
+	if *window < 10*time.Second {
+		return errors.New("-window must be at least 10s")
+	}
+	if *warmup < 0 {
+		return errors.New("-warmup must not be negative")
+	}
+	var ns []int
+	for _, s := range strings.Split(*counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 2 || n > 200 {
+			return fmt.Errorf("-replicas %q: want counts from 2 to 200, comma-separated", *counts)
+		}
+		ns = append(ns, n)
+	}
+	d, err := parseDurations(*durations)
+	if err != nil {
+		return err
+	}
+	binDir, err := filepath.Abs(*bin)
+	if err != nil {
+		return err
+	}
+	impls := []impl{
+		{"client-go", filepath.Join(binDir, "leaderbaseline")},
+		{"fastover", filepath.Join(binDir, "fastover-example")},
+	}
+	for _, im := range impls {
+		if _, err := os.Stat(im.binary); err != nil {
+			return fmt.Errorf("%s: %w (make bench builds it)", im.name, err)
+		}
+	}
+
+	env, err := cluster.New(cluster.Options{BinDir: binDir})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	ctx := context.Background()
+
+	fmt.Printf("API requests of leader election, durations %v: client-go's tools/leaderelection (leaderbaseline) vs fastover's leader (fastover-example),\n", d)
+	fmt.Printf("counted at a proxy in front of kube-apiserver per replica, over a %v steady-state window after a %v warm-up;\n", *window, *warmup)
+	fmt.Printf("requests/min leave watch opens out (they are counted apart); watches = streams a replica holds open at the window's end\n\n")
+
+	var results []*apicost.Result
+	for _, n := range ns {
+		var fleets []*apicost.Fleet
+		stopAll := func() {
+			for _, f := range fleets {
+				f.Stop()
+			}
+		}
+		for i, im := range impls {
+			f, err := apicost.Start(ctx, env, im.name, im.binary, fmt.Sprintf("cost-%d-%d", n, i), n, d)
+			if err != nil {
+				stopAll()
+				return err
+			}
+			fleets = append(fleets, f)
+		}
+		time.Sleep(*warmup)
+		for _, f := range fleets {
+			if err := f.Begin(ctx); err != nil {
+				stopAll()
+				return err
+			}
+		}
+		time.Sleep(*window)
+		for _, f := range fleets {
+			r, err := f.End(ctx)
+			if err != nil {
+				stopAll()
+				return fmt.Errorf("%d replicas: %w", n, err)
+			}
+			results = append(results, r)
+		}
+		stopAll()
+	}
+
+	fmt.Printf("%-10s %8s %14s %26s %16s %14s %14s\n", "impl", "replicas", "leader req/min", "standby req/min p50 (min-max)", "watches/replica", "watch opens/min", "fleet req/min")
+	for _, r := range results {
+		sb := r.StandbyPerMin()
+		ow := r.OpenWatches()
+		fmt.Printf("%-10s %8d %14.1f %26s %16s %14.1f %14.1f\n", r.Impl, r.Replicas, r.LeaderPerMin(),
+			fmt.Sprintf("%.1f (%.1f-%.1f)", apicost.Median(sb), sb[0], sb[len(sb)-1]),
+			fmt.Sprintf("%d (%d-%d)", ow[len(ow)/2], ow[0], ow[len(ow)-1]),
+			r.WatchOpensPerMin(), r.TotalPerMin())
+	}
+	fmt.Printf("\nby verb and resource, a minute (watch = watch opens):\n")
+	for _, r := range results {
+		fmt.Printf("  %-10s %2d replicas  leader:       %s\n", r.Impl, r.Replicas, r.Breakdown([]faultproxy.Counts{r.LeaderCounts()}))
+		fmt.Printf("  %-10s %2d replicas  mean standby: %s\n", r.Impl, r.Replicas, r.Breakdown(r.Standbys()))
+	}
+	byImpl := map[string]*apicost.Result{}
+	for _, r := range results {
+		if r.Replicas == 3 {
+			byImpl[r.Impl] = r
+		}
+	}
+	if cg, fo := byImpl["client-go"], byImpl["fastover"]; cg != nil && fo != nil {
+		k := float64(*controllers)
+		perS := func(r *apicost.Result) float64 { return k * r.TotalPerMin() / 60 }
+		watches := func(r *apicost.Result) int {
+			s := 0
+			for _, w := range r.OpenWatches() {
+				s += w
+			}
+			return s
+		}
+		fmt.Printf("\n%d HA controllers of 3 replicas each: client-go's leader election makes %.0f requests/s to the API server, fastover %.0f (%.1fx fewer);\n",
+			*controllers, perS(cg), perS(fo), perS(cg)/max(perS(fo), 1e-9))
+		fmt.Printf("standbys alone: client-go %.0f requests/s, fastover %.1f; fastover holds %d watch streams open (client-go %d)\n",
+			k*2*apicost.Median(cg.StandbyPerMin())/60, k*2*apicost.Median(fo.StandbyPerMin())/60,
+			*controllers*watches(fo), *controllers*watches(cg))
+	}
+	return nil
+}
+
+func parseDurations(s string) (fleet.Durations, error) {
+	parts := strings.Split(strings.TrimSpace(s), "/")
+	if len(parts) != 3 {
+		return fleet.Durations{}, fmt.Errorf("durations %q: want lease/renew/retry, e.g. 15s/10s/2s", s)
+	}
+	var v [3]time.Duration
+	for i, p := range parts {
+		d, err := time.ParseDuration(p)
+		if err != nil {
+			return fleet.Durations{}, fmt.Errorf("durations %q: %w", s, err)
+		}
+		v[i] = d
+	}
+	return fleet.Durations{Lease: v[0], Renew: v[1], Retry: v[2]}, nil
+}
