@@ -72,8 +72,8 @@ cover: ## unit tests with statement coverage per package; fails below COVER_FLOO
 			short = pkg; sub(/^github.com\/fastover\/fastover\/?/, "", short); \
 			v = pct; sub(/%/, "", v); fl = (short in floor) ? floor[short] "%" : "-"; mark = ""; \
 			if ((short in floor) && v + 0 < floor[short] + 0) { mark = "  BELOW THE FLOOR"; failed = 1 } \
-			rows[++nr] = sprintf("%-40s %9s %7s%s", short, pct, fl, mark) } \
-		END { printf "\n%-40s %9s %7s\n", "package", "coverage", "floor"; for (i = 1; i <= nr; i++) print rows[i]; exit failed }'
+			rows[++nr] = sprintf("%-48s %9s %7s%s", short, pct, fl, mark) } \
+		END { printf "\n%-48s %9s %7s\n", "package", "coverage", "floor"; for (i = 1; i <= nr; i++) print rows[i]; exit failed }'
 
 .PHONY: e2e
 e2e: ## end-to-end tests on a local control plane
