@@ -90,11 +90,15 @@ type EndpointConfig struct {
 	// Address is the IP address the leader publishes. Required.
 	Address string
 	// Ports are the ports of the published endpoint. Default: one per port
-	// of the Service, with its name and protocol, and its targetPort if
-	// that is a number, else its port.
+	// of the Service, with its name and protocol, and its targetPort: a
+	// number as it is, a name resolved as the endpointslice controller
+	// does, from the ports of the leader's own Pod (PodName; the Role
+	// then needs get on pods, which PolicyRules gives when Ports is
+	// empty). A name that cannot be resolved is reported (error, Warning
+	// Event NamedTargetPort) and nothing is published.
 	Ports []discoveryv1.EndpointPort
 	// PodName and NodeName, if set, fill the endpoint's targetRef and
-	// nodeName.
+	// nodeName; PodName also resolves named targetPorts.
 	PodName  string
 	NodeName string
 	// RemoveSelector lets the leader remove the Service's selector, the

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/utils/ptr"
@@ -49,6 +50,12 @@ type publisher struct {
 	services corelisters.ServiceNamespaceLister
 	slices   discoverylisters.EndpointSliceNamespaceLister
 	trigger  chan struct{} // the Service or its slices changed
+
+	// podPorts are the ports of the leader's own Pod's containers, read
+	// once (a Pod's containers cannot change) when a named targetPort
+	// needs them; podRead says they were.
+	podPorts []corev1.ContainerPort
+	podRead  bool
 }
 
 // run keeps the leader the Service's only endpoint for the term: at once,
@@ -141,6 +148,9 @@ func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
 	}
 
 	if err := p.checkFamily(svc); err != nil {
+		return err
+	}
+	if err := p.resolveNamedPorts(ctx, svc); err != nil {
 		return err
 	}
 	want := p.desiredSlice(svc)
@@ -264,6 +274,81 @@ func (p *publisher) checkFamily(svc *corev1.Service) error {
 	return fmt.Errorf("%w: %s", errAddressFamily, msg)
 }
 
+// ErrNamedTargetPort is returned (wrapped) when a Service port's
+// targetPort is a name that the leader cannot resolve: no PodName, no
+// such port in its Pod, or the Pod cannot be read.
+var ErrNamedTargetPort = errors.New("cannot resolve a named targetPort")
+
+// resolveNamedPorts makes sure that every named targetPort of the Service
+// can be resolved from the leader's own Pod, as the endpointslice
+// controller resolves it for the Pods it selects: a container port of the
+// Pod with that name and the port's protocol. The Pod is read once. With
+// explicit Ports there is nothing to resolve. A name it cannot resolve is
+// reported (Warning Event NamedTargetPort on the Service) and nothing is
+// published: publishing the Service's port number instead would send the
+// clients to a port the leader may not listen on.
+func (p *publisher) resolveNamedPorts(ctx context.Context, svc *corev1.Service) error {
+	if len(p.ep.Ports) > 0 {
+		return nil
+	}
+	for _, sp := range svc.Spec.Ports {
+		if sp.TargetPort.Type != intstr.String || sp.TargetPort.StrVal == "" {
+			continue
+		}
+		var reason string
+		switch {
+		case p.ep.PodName == "":
+			reason = "the leader does not know its Pod: set EndpointConfig.PodName ($POD_NAME from the downward API, which EndpointFromEnv reads), or give EndpointConfig.Ports"
+		case !p.podRead:
+			pod, err := p.cfg.Client.CoreV1().Pods(p.cfg.Namespace).Get(ctx, p.ep.PodName, metav1.GetOptions{})
+			if err != nil {
+				reason = fmt.Sprintf("the leader's Pod %s could not be read (%v); the Role needs get on pods (PolicyRules), or give EndpointConfig.Ports", p.ep.PodName, err)
+				break
+			}
+			p.podPorts, p.podRead = containerPorts(pod), true
+		}
+		if reason == "" {
+			if _, ok := p.namedPort(sp); ok {
+				continue
+			}
+			reason = fmt.Sprintf("no container of the leader's Pod %s has a %s port named %q", p.ep.PodName, cmp.Or(sp.Protocol, corev1.ProtocolTCP), sp.TargetPort.StrVal)
+		}
+		msg := fmt.Sprintf("Service %s/%s port %q has targetPort %q, a name, and %s; nothing is published", p.cfg.Namespace, svc.Name, sp.Name, sp.TargetPort.StrVal, reason)
+		if p.cfg.EventRecorder != nil {
+			p.cfg.EventRecorder.Event(svc, corev1.EventTypeWarning, "NamedTargetPort", msg)
+		}
+		return fmt.Errorf("%w: %s", ErrNamedTargetPort, msg)
+	}
+	return nil
+}
+
+// containerPorts are the ports of a Pod's containers, its sidecars (init
+// containers that keep running) included.
+func containerPorts(pod *corev1.Pod) []corev1.ContainerPort {
+	var ports []corev1.ContainerPort
+	for _, c := range pod.Spec.Containers {
+		ports = append(ports, c.Ports...)
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if ptr.Deref(c.RestartPolicy, "") == corev1.ContainerRestartPolicyAlways {
+			ports = append(ports, c.Ports...)
+		}
+	}
+	return ports
+}
+
+// namedPort resolves a Service port's named targetPort from the leader's
+// Pod, once read.
+func (p *publisher) namedPort(sp corev1.ServicePort) (int32, bool) {
+	protocol := cmp.Or(sp.Protocol, corev1.ProtocolTCP)
+	for _, cp := range p.podPorts {
+		if cp.Name == sp.TargetPort.StrVal && cmp.Or(cp.Protocol, corev1.ProtocolTCP) == protocol {
+			return cp.ContainerPort, true
+		}
+	}
+	return 0, false
+}
+
 // removeSelector is the migration step RemoveSelector allows.
 func (p *publisher) removeSelector(ctx context.Context, svc *corev1.Service) error {
 	if !p.leading() {
@@ -369,8 +454,15 @@ func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice
 	}
 	if len(ports) == 0 {
 		for _, sp := range svc.Spec.Ports {
+			// As the API server defaults an unset targetPort: the port.
 			port := sp.Port
-			if sp.TargetPort.IntVal != 0 {
+			switch {
+			case sp.TargetPort.Type == intstr.String && sp.TargetPort.StrVal != "":
+				// resolveNamedPorts made sure it resolves.
+				if named, ok := p.namedPort(sp); ok {
+					port = named
+				}
+			case sp.TargetPort.IntVal != 0:
 				port = sp.TargetPort.IntVal
 			}
 			ports = append(ports, discoveryv1.EndpointPort{

@@ -9,7 +9,9 @@ import rbacv1 "k8s.io/api/rbac/v1"
 //   - events: create, patch, update (Events on the Lease and the Service);
 //   - with an endpoint: endpointslices get, list, watch, create, update,
 //     delete; services get, list, watch, and patch with RemoveSelector;
-//     endpoints delete (the stale Endpoints object of selector days).
+//     endpoints delete (the stale Endpoints object of selector days);
+//     pods get when Ports is empty (the Service's ports are published, and
+//     a named targetPort is resolved from the leader's own Pod).
 //
 // manifests/example/rbac.yaml holds the example's Role, and a test keeps it
 // equal to PolicyRules for the example's configuration.
@@ -27,6 +29,9 @@ func PolicyRules(endpoint *EndpointConfig) []rbacv1.PolicyRule {
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: services},
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"delete"}},
 		)
+		if len(endpoint.Ports) == 0 {
+			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}})
+		}
 	}
 	return append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}})
 }

@@ -8,8 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 )
 
 // The example's Role (manifests/example/rbac.yaml; the example publishes
@@ -33,7 +35,9 @@ func TestExampleRoleIsPolicyRules(t *testing.T) {
 		}
 	}
 	require.Len(t, roles, 1, "one Role in manifests/example/rbac.yaml")
-	assert.Equal(t, PolicyRules(&EndpointConfig{Service: "fastover-example"}), roles[0].Rules)
+	// The example gives its port (--port), so it reads no Pod.
+	example := &EndpointConfig{Service: "fastover-example", Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}}}
+	assert.Equal(t, PolicyRules(example), roles[0].Rules)
 }
 
 func TestPolicyRules(t *testing.T) {
@@ -55,4 +59,6 @@ func TestPolicyRules(t *testing.T) {
 	assert.Equal(t, []string{"delete"}, withSelector["endpoints"])
 	assert.Equal(t, []string{"get", "list", "watch", "create", "update", "delete"}, withSelector["endpointslices"])
 	assert.Equal(t, []string{"get", "list", "watch"}, verbs(PolicyRules(&EndpointConfig{}))["services"])
+	assert.Equal(t, []string{"get"}, verbs(PolicyRules(&EndpointConfig{}))["pods"], "the Service's ports: a named targetPort is resolved from the Pod")
+	assert.NotContains(t, verbs(PolicyRules(&EndpointConfig{Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}}})), "pods", "explicit ports")
 }

@@ -61,6 +61,8 @@ type options struct {
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
 	removeSelector bool
+	podName        string
+	servicePorts   bool
 	drain          time.Duration
 	actingLog      string
 }
@@ -80,6 +82,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.leaseDuration, "lease-duration", leader.DefaultLeaseDuration, "lease duration")
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", leader.DefaultRenewDeadline, "renew deadline")
 	fs.DurationVar(&o.retryPeriod, "retry-period", leader.DefaultRetryPeriod, "retry period")
+	fs.StringVar(&o.podName, "pod-name", os.Getenv("POD_NAME"), "name of this replica's Pod: the endpoint's targetRef, and where --service-ports resolves named targetPorts (default $POD_NAME)")
+	fs.BoolVar(&o.servicePorts, "service-ports", false, "publish the Service's ports (a named targetPort resolved from this replica's Pod, which needs get on pods) instead of --port")
 	fs.BoolVar(&o.removeSelector, "remove-selector", false, "let the leader remove the Service's selector (migration from a selector Service)")
 	fs.DurationVar(&o.drain, "drain", 0, "how long the work takes to stop once told to, as a controller that drains its queues (for tests and demos)")
 	fs.StringVar(&o.actingLog, "acting-log", "", "append a line to this file each time the leader acts (every 10 ms while it leads), with the wall-clock time in ns, for tests that check no two replicas ever act at once")
@@ -141,8 +145,11 @@ func run(args []string, stderr io.Writer) error {
 		// from --address, whose default is $POD_IP.
 		cfg.Endpoint = leader.EndpointFromEnv(o.service)
 		cfg.Endpoint.Address = o.address
+		cfg.Endpoint.PodName = o.podName
 		cfg.Endpoint.RemoveSelector = o.removeSelector
-		cfg.Endpoint.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(o.port))}}
+		if !o.servicePorts {
+			cfg.Endpoint.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(o.port))}}
+		}
 	}
 	elector, err := leader.New(cfg)
 	if err != nil {
