@@ -85,7 +85,8 @@ func run() error {
 
 	fmt.Printf("API requests of leader election, durations %v: client-go's tools/leaderelection (leaderbaseline) vs fastover's leader (fastover-example),\n", d)
 	fmt.Printf("counted at a proxy in front of kube-apiserver per replica, over a %v steady-state window after a %v warm-up;\n", *window, *warmup)
-	fmt.Printf("requests/min leave watch opens out (they are counted apart); watches = streams a replica holds open at the window's end\n\n")
+	fmt.Printf("requests/min leave watch opens out (they are counted apart); watches = streams a replica holds open at the window's end;\n")
+	fmt.Printf("an informer's watch is re-opened every 5 to 10 minutes (client-go's reflector): a window shorter than that may see none\n\n")
 
 	var results []*apicost.Result
 	for _, n := range ns {
