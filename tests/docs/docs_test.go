@@ -306,8 +306,12 @@ func TestLeaderRoleInDocs(t *testing.T) {
 			Rules []rbacv1.PolicyRule `json:"rules"`
 		}
 		require.NoError(t, yaml.UnmarshalStrict([]byte(blk.Text), &role))
-		assert.Equal(t, leader.PolicyRules(&leader.EndpointConfig{RemoveSelector: true}), role.Rules,
-			"docs/leader.md:%d: the Role differs from leader.PolicyRules", blk.Line)
+		want := leader.PolicyRules(&leader.EndpointConfig{RemoveSelector: true})
+		if !assert.Equal(t, want, role.Rules, "docs/leader.md:%d: the Role differs from leader.PolicyRules", blk.Line) {
+			y, err := yaml.Marshal(map[string]any{"rules": want})
+			require.NoError(t, err)
+			t.Logf("leader.PolicyRules for an endpoint with RemoveSelector:\n%s", y)
+		}
 	}
 	assert.True(t, found, "docs/leader.md shows the Role in a YAML block starting with rules:")
 }
