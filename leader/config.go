@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -89,6 +90,13 @@ type EndpointConfig struct {
 	Service string
 	// Address is the IP address the leader publishes. Required.
 	Address string
+	// Addresses are the leader's addresses, one per family at most
+	// ($POD_IPS, which EndpointFromEnv reads); Address need not be among
+	// them. For a Service of two families (spec.ipFamilies), the leader
+	// publishes its address of each, one EndpointSlice per family, as
+	// the endpointslice controller does; a Service of one family gets
+	// the leader's address of that family.
+	Addresses []string
 	// Ports are the ports of the published endpoint. Default: one per port
 	// of the Service, with its name and protocol, and its targetPort: a
 	// number as it is, a name resolved as the endpointslice controller
@@ -101,6 +109,17 @@ type EndpointConfig struct {
 	// nodeName; PodName also resolves named targetPorts.
 	PodName  string
 	NodeName string
+	// SkipEndpoints stops the leader from maintaining an Endpoints object
+	// (core/v1) for the Service. By default it maintains one, named as
+	// the Service, with its address and ports, labelled
+	// endpointslice.kubernetes.io/skip-mirror=true so that the
+	// EndpointSlice mirroring controller leaves it alone, and withdrawn
+	// with the slice on a planned stop: readers of the Endpoints API
+	// (Prometheus' endpoints role, older ingress controllers) see the
+	// leader as EndpointSlice readers do. With SkipEndpoints, a stale
+	// Endpoints object (from selector days) is deleted instead, and the
+	// Role needs only delete on endpoints.
+	SkipEndpoints bool
 	// RemoveSelector lets the leader remove the Service's selector, the
 	// step that moves a Service from selector mode to this one. Without
 	// it, a Service with a selector is reported (log and Event) and left
@@ -114,11 +133,23 @@ type EndpointConfig struct {
 // metadata.name, spec.nodeName). The caller may change any field after.
 func EndpointFromEnv(service string) *EndpointConfig {
 	return &EndpointConfig{
-		Service:  service,
-		Address:  os.Getenv("POD_IP"),
-		PodName:  os.Getenv("POD_NAME"),
-		NodeName: os.Getenv("NODE_NAME"),
+		Service:   service,
+		Address:   os.Getenv("POD_IP"),
+		Addresses: splitIPs(os.Getenv("POD_IPS")),
+		PodName:   os.Getenv("POD_NAME"),
+		NodeName:  os.Getenv("NODE_NAME"),
 	}
+}
+
+// splitIPs splits a comma-separated list of addresses ($POD_IPS).
+func splitIPs(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // DefaultIdentity returns an identity unique to this process: $POD_NAME,
@@ -206,6 +237,23 @@ func (c Config) Validate() error {
 			bad("Endpoint.Address", "required with Endpoint (EndpointFromEnv takes $POD_IP)")
 		} else if err := validateAddress(ep.Address); err != nil {
 			bad("Endpoint.Address", "%q %v", ep.Address, err)
+		}
+		first := map[discoveryv1.AddressType]string{}
+		if addr, err := netip.ParseAddr(ep.Address); err == nil {
+			first[addressType(addr.Unmap())] = addr.Unmap().String()
+		}
+		for i, a := range ep.Addresses {
+			field := fmt.Sprintf("Endpoint.Addresses[%d]", i)
+			if err := validateAddress(a); err != nil {
+				bad(field, "%q %v", a, err)
+				continue
+			}
+			addr := netip.MustParseAddr(a).Unmap()
+			if seen, ok := first[addressType(addr)]; ok && seen != addr.String() {
+				bad(field, "%q: the leader has %s already, of the same family; give one address per family", a, seen)
+				continue
+			}
+			first[addressType(addr)] = addr.String()
 		}
 		for i, p := range ep.Ports {
 			if p.Port == nil {

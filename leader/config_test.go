@@ -40,6 +40,12 @@ func TestValidate(t *testing.T) {
 		{"bad port", func(c *Config) {
 			c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.0.0.1", Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](8443)}, {Port: ptr.To[int32](0)}}}
 		}, "Config.Endpoint.Ports[1].Port: 0 must be 1-65535"},
+		{"bad second address", func(c *Config) {
+			c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.0.0.1", Addresses: []string{"10.0.0.1", "fe80::1"}}
+		}, `Config.Endpoint.Addresses[1]: "fe80::1" is link-local`},
+		{"two addresses of a family", func(c *Config) {
+			c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.0.0.1", Addresses: []string{"fd00::1", "10.0.0.2"}}
+		}, `Config.Endpoint.Addresses[1]: "10.0.0.2": the leader has 10.0.0.1 already, of the same family`},
 		{"port without number", func(c *Config) {
 			c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.0.0.1", Ports: []discoveryv1.EndpointPort{{}}}
 		}, "Config.Endpoint.Ports[0].Port: required"},
@@ -92,8 +98,9 @@ func TestDefaultsFromDownwardAPI(t *testing.T) {
 	t.Setenv("POD_NAME", "ctl-0")
 	t.Setenv("POD_IP", "10.1.2.3")
 	t.Setenv("NODE_NAME", "node-a")
+	t.Setenv("POD_IPS", "10.1.2.3, fd00::3")
 	ep := EndpointFromEnv("svc")
-	assert.Equal(t, &EndpointConfig{Service: "svc", Address: "10.1.2.3", PodName: "ctl-0", NodeName: "node-a"}, ep)
+	assert.Equal(t, &EndpointConfig{Service: "svc", Address: "10.1.2.3", Addresses: []string{"10.1.2.3", "fd00::3"}, PodName: "ctl-0", NodeName: "node-a"}, ep)
 	c := Config{Client: fake.NewClientset(), Namespace: "ns", LeaseName: "l", Endpoint: ep}.withDefaults()
 	assert.Equal(t, DefaultLeaseDuration, c.LeaseDuration)
 	assert.Equal(t, DefaultRenewDeadline, c.RenewDeadline)

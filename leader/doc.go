@@ -10,6 +10,33 @@
 // from a selector Service. Standbys only watch the Lease, so they are Ready,
 // and the Deployment is Available, while traffic reaches the leader alone.
 //
+// Endpoints for every Service and every reader:
+//
+//   - Dual-stack: for a Service of two families (spec.ipFamilies), the
+//     leader publishes its address of each (EndpointConfig.Addresses,
+//     $POD_IPS), one EndpointSlice per family: "<service>-fastover" for the
+//     family of EndpointConfig.Address, "<service>-fastover-ipv4" or
+//     "-ipv6" for the other. A Service of one family gets the leader's
+//     address of that family; a leader with none is refused (Warning Event
+//     AddressFamilyMismatch).
+//   - Ports: EndpointConfig.Ports, else the Service's ports, a named
+//     targetPort resolved from the container ports of the leader's own Pod
+//     (EndpointConfig.PodName, read once; the Role needs get on pods), as
+//     the endpointslice controller resolves it. A name it cannot resolve
+//     is reported (error ErrNamedTargetPort, Warning Event NamedTargetPort)
+//     and nothing is published.
+//   - Readers of the Endpoints API (Prometheus' endpoints role, older
+//     ingress controllers): the leader maintains an Endpoints object named
+//     as the Service, with its address (of the Service's first family) and
+//     ports, labelled endpointslice.kubernetes.io/skip-mirror=true so that
+//     the mirroring controller leaves it alone, as kube-apiserver's own
+//     endpoint reconciler does for the kubernetes Service; a stale one from
+//     selector days is taken over in place. EndpointConfig.SkipEndpoints
+//     turns it off (a stale one is then deleted).
+//   - On a planned stop the leader withdraws its slices and its Endpoints
+//     object (only those that still name it, at the version it saw) before
+//     it releases the Lease.
+//
 // The election is the one of client-go's leaderelection, with these
 // differences that make failover faster and safer:
 //

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
@@ -107,20 +108,29 @@ func (e *Elector) watchService() error {
 	}
 	svcInformer := services.Core().V1().Services()
 	sliceInformer := slices.Discovery().V1().EndpointSlices()
-	for _, inf := range []cache.SharedIndexInformer{svcInformer.Informer(), sliceInformer.Informer()} {
+	watched := []cache.SharedIndexInformer{svcInformer.Informer(), sliceInformer.Informer()}
+	var endpoints corelisters.EndpointsNamespaceLister
+	if !e.cfg.Endpoint.SkipEndpoints {
+		// The same name as the Service's: the same field selector.
+		epInformer := services.Core().V1().Endpoints()
+		endpoints = epInformer.Lister().Endpoints(e.cfg.Namespace)
+		watched = append(watched, epInformer.Informer())
+	}
+	for _, inf := range watched {
 		if _, err := inf.AddEventHandler(kick); err != nil {
 			return err
 		}
 	}
 	e.pub = &publisher{
-		cfg:      &e.cfg,
-		ep:       e.cfg.Endpoint,
-		log:      e.lease.log.WithValues("service", service),
-		leading:  e.lease.leading,
-		term:     e.lease.currentTerm,
-		services: svcInformer.Lister().Services(e.cfg.Namespace),
-		slices:   sliceInformer.Lister().EndpointSlices(e.cfg.Namespace),
-		trigger:  e.trigger,
+		endpoints: endpoints,
+		cfg:       &e.cfg,
+		ep:        e.cfg.Endpoint,
+		log:       e.lease.log.WithValues("service", service),
+		leading:   e.lease.leading,
+		term:      e.lease.currentTerm,
+		services:  svcInformer.Lister().Services(e.cfg.Namespace),
+		slices:    sliceInformer.Lister().EndpointSlices(e.cfg.Namespace),
+		trigger:   e.trigger,
 	}
 	return nil
 }

@@ -310,15 +310,19 @@ func TestPlannedStopReleasesTheLease(t *testing.T) {
 	assert.Equal(t, int32(5), *r.lease().Spec.LeaseTransitions)
 	assert.Equal(t, "5", published.Annotations[AnnotationTerm])
 	assert.Equal(t, "me", published.Annotations[AnnotationIdentity])
-	// The withdrawal reads the slice from the cache.
+	// The withdrawal reads the slice and the Endpoints object from the
+	// caches.
 	require.Eventually(t, func() bool {
 		_, err := r.el.pub.slices.Get("svc-fastover")
-		return err == nil
+		_, err2 := r.el.pub.endpoints.Get("svc")
+		return err == nil && err2 == nil
 	}, waitFor, time.Millisecond)
 	r.cancel()
 	require.NoError(t, r.result())
 	_, err = slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the endpoint was not withdrawn: %v", err)
+	_, err = client.CoreV1().Endpoints("ns").Get(context.Background(), "svc", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the Endpoints object was not withdrawn: %v", err)
 	l := r.lease()
 	assert.Nil(t, l.Spec.HolderIdentity, "the Lease was not released")
 	assert.Equal(t, int32(1), *l.Spec.LeaseDurationSeconds)

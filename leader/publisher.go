@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -38,7 +38,9 @@ const AnnotationTerm = "leader.fastover.io/term"
 var ErrServiceHasSelector = errors.New("the Service has a selector")
 
 // publisher makes the leader the only endpoint of the Service: one
-// EndpointSlice of its own, no other slice, no stale Endpoints object. Its
+// EndpointSlice of its own, no other slice, and an Endpoints object of its
+// own for the readers of the Endpoints API (none with SkipEndpoints: then
+// no stale one either). Its
 // reads come from the informers' caches; its writes use optimistic
 // concurrency and happen only while leading() holds.
 type publisher struct {
@@ -49,7 +51,10 @@ type publisher struct {
 	term     func() int32 // the term being published
 	services corelisters.ServiceNamespaceLister
 	slices   discoverylisters.EndpointSliceNamespaceLister
-	trigger  chan struct{} // the Service or its slices changed
+	// endpoints reads the Service's Endpoints object; nil with
+	// SkipEndpoints.
+	endpoints corelisters.EndpointsNamespaceLister
+	trigger   chan struct{} // the Service, its slices or its Endpoints changed
 
 	// podPorts are the ports of the leader's own Pod's containers, read
 	// once (a Pod's containers cannot change) when a named targetPort
@@ -97,14 +102,30 @@ func (p *publisher) run(ctx context.Context, acquired time.Time) {
 	}
 }
 
-// sliceName is the name of the leader's EndpointSlice; every leader writes
-// the same one, so a handover replaces the address in place.
+// sliceName is the name of the leader's EndpointSlice of its Address's
+// family; every leader writes the same one, so a handover replaces the
+// address in place.
 func (p *publisher) sliceName() string {
 	name := p.ep.Service + "-fastover"
 	if len(name) > 253 {
 		name = name[:253]
 	}
 	return name
+}
+
+// sliceNameFor is the name of the leader's EndpointSlice of a family: the
+// Address's family's is sliceName, the other family's (a dual-stack
+// Service's second) has the family as a suffix, "-ipv4" or "-ipv6".
+func (p *publisher) sliceNameFor(addrType discoveryv1.AddressType) string {
+	if addrType == addressType(netip.MustParseAddr(p.ep.Address)) { // validated
+		return p.sliceName()
+	}
+	suffix := "-fastover-" + strings.ToLower(string(addrType))
+	name := p.ep.Service
+	if len(name)+len(suffix) > 253 {
+		name = name[:253-len(suffix)]
+	}
+	return name + suffix
 }
 
 // mirroringController is the managed-by value of the slices that the
@@ -135,27 +156,49 @@ func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
 		if err := p.removeSelector(ctx, svc); err != nil {
 			return err
 		}
-		// At once: the endpoints controller's Endpoints object, left
-		// behind, is what the mirroring controller turns into a slice
-		// of the old addresses. It reacts to the selector's removal
-		// within milliseconds, so that slice usually appears for a
-		// moment; with the Endpoints object gone the mirroring
-		// controller deletes it again, and so does the loop below.
-		if err := p.deleteStaleEndpoints(ctx); err != nil {
-			return err
+		// At once, with SkipEndpoints: the endpoints controller's
+		// Endpoints object, left behind, is what the mirroring
+		// controller turns into a slice of the old addresses. It
+		// reacts to the selector's removal within milliseconds, so
+		// that slice usually appears for a moment; with the Endpoints
+		// object gone the mirroring controller deletes it again, and
+		// so does the loop below. Without SkipEndpoints, the leader's
+		// Endpoints object replaces it below, labelled so that the
+		// mirroring controller leaves it alone (and deletes what it
+		// mirrored).
+		if p.ep.SkipEndpoints {
+			if err := p.deleteStaleEndpoints(ctx); err != nil {
+				return err
+			}
 		}
 		cleanEndpoints = false
 	}
 
-	if err := p.checkFamily(svc); err != nil {
+	addrs, err := p.checkFamily(svc)
+	if err != nil {
 		return err
 	}
 	if err := p.resolveNamedPorts(ctx, svc); err != nil {
 		return err
 	}
-	want := p.desiredSlice(svc)
-	if err := p.writeSlice(ctx, want); err != nil {
-		return err
+	// One slice per family the Service serves, as the endpointslice
+	// controller writes them; the Endpoints object has the first.
+	wanted := map[string]bool{}
+	var first *discoveryv1.EndpointSlice
+	for _, addr := range addrs {
+		want := p.desiredSliceFor(svc, addr)
+		if err := p.writeSlice(ctx, want); err != nil {
+			return err
+		}
+		wanted[want.Name] = true
+		if first == nil {
+			first = want
+		}
+	}
+	if !p.ep.SkipEndpoints {
+		if err := p.writeEndpoints(ctx, p.desiredEndpoints(svc, first)); err != nil {
+			return err
+		}
 	}
 
 	// Every other slice of the Service goes: the endpointslice
@@ -166,7 +209,7 @@ func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
 	}
 	mirrored := false
 	for _, s := range others {
-		if s.Name == want.Name {
+		if wanted[s.Name] {
 			continue
 		}
 		mirrored = mirrored || s.Labels[discoveryv1.LabelManagedBy] == mirroringController
@@ -183,8 +226,9 @@ func (p *publisher) reconcile(ctx context.Context, cleanEndpoints bool) error {
 	}
 
 	// The mirroring controller mirrors an Endpoints object: where it did,
-	// that object goes too, or the mirrored slice would come back.
-	if cleanEndpoints || mirrored {
+	// that object goes too, or the mirrored slice would come back. (Not
+	// the leader's own, which the mirroring controller skips.)
+	if p.ep.SkipEndpoints && (cleanEndpoints || mirrored) {
 		if err := p.deleteStaleEndpoints(ctx); err != nil {
 			return err
 		}
@@ -234,7 +278,7 @@ func (p *publisher) writeSlice(ctx context.Context, want *discoveryv1.EndpointSl
 		if err == nil {
 			return nil
 		}
-		if attempt > 0 || !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
+		if attempt > 0 || !retryFromAPI(err) {
 			verb := "update"
 			if have == nil {
 				verb = "create"
@@ -249,29 +293,168 @@ func (p *publisher) writeSlice(ctx context.Context, want *discoveryv1.EndpointSl
 	}
 }
 
+// retryFromAPI reports whether a write failed because the cache it
+// started from is behind the API: the object exists already, changed, or
+// is gone. The object is then read from the API and the write tried once
+// more.
+func retryFromAPI(err error) bool {
+	return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+}
+
+// LabelSkipMirror on the leader's Endpoints object tells the
+// endpointslice mirroring controller to leave it alone: the leader writes
+// its EndpointSlice itself (kube-apiserver labels the kubernetes
+// Service's Endpoints object the same way).
+const LabelSkipMirror = discoveryv1.LabelSkipMirror
+
+// desiredEndpoints is the leader's Endpoints object, for the readers of
+// the Endpoints API: the slice's address and ports, under the Service's
+// name. With two families (see desiredSlice) it holds the address of the
+// Service's primary family, as the endpoints controller's does.
+//
+//nolint:staticcheck // the Endpoints API is what its readers read
+func (p *publisher) desiredEndpoints(svc *corev1.Service, slice *discoveryv1.EndpointSlice) *corev1.Endpoints {
+	sep := slice.Endpoints[0]
+	addr := corev1.EndpointAddress{IP: sep.Addresses[0], NodeName: sep.NodeName, TargetRef: sep.TargetRef}
+	ports := make([]corev1.EndpointPort, 0, len(slice.Ports))
+	for _, sp := range slice.Ports {
+		ports = append(ports, corev1.EndpointPort{
+			Name: ptr.Deref(sp.Name, ""), Port: ptr.Deref(sp.Port, 0), Protocol: ptr.Deref(sp.Protocol, corev1.ProtocolTCP), AppProtocol: sp.AppProtocol,
+		})
+	}
+	return &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            svc.Name,
+			Namespace:       p.cfg.Namespace,
+			Labels:          map[string]string{LabelSkipMirror: "true"},
+			Annotations:     p.annotations(),
+			OwnerReferences: slice.OwnerReferences,
+		},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{addr}, Ports: ports}},
+	}
+}
+
+// endpointsUpToDate reports whether have serves as want, as sliceUpToDate.
+//
+//nolint:staticcheck // the Endpoints API is what its readers read
+func endpointsUpToDate(have, want *corev1.Endpoints) bool {
+	return subset(want.Labels, have.Labels) &&
+		subset(want.Annotations, have.Annotations) &&
+		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
+		apiequality.Semantic.DeepEqual(have.Subsets, want.Subsets)
+}
+
+// writeEndpoints creates or updates the leader's Endpoints object, as
+// writeSlice the slice: from the cache, once more from the API where the
+// cache is behind. A stale object (the endpoints controller's, from
+// selector days) is taken over in place.
+//
+//nolint:staticcheck // the Endpoints API is what its readers read
+func (p *publisher) writeEndpoints(ctx context.Context, want *corev1.Endpoints) error {
+	api := p.cfg.Client.CoreV1().Endpoints(p.cfg.Namespace)
+	have, err := p.endpoints.Get(want.Name)
+	if apierrors.IsNotFound(err) {
+		have, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		if have != nil && endpointsUpToDate(have, want) {
+			return nil
+		}
+		if !p.leading() {
+			return errNotLeading
+		}
+		if have == nil {
+			_, err = api.Create(ctx, want, metav1.CreateOptions{})
+		} else {
+			update := have.DeepCopy()
+			if update.Labels == nil {
+				update.Labels = map[string]string{}
+			}
+			if update.Annotations == nil {
+				update.Annotations = map[string]string{}
+			}
+			maps.Copy(update.Labels, want.Labels)
+			maps.Copy(update.Annotations, want.Annotations)
+			update.OwnerReferences = want.OwnerReferences
+			update.Subsets = want.Subsets
+			_, err = api.Update(ctx, update, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt > 0 || !retryFromAPI(err) {
+			verb := "update"
+			if have == nil {
+				verb = "create"
+			}
+			return fmt.Errorf("%s Endpoints %s: %w", verb, want.Name, err)
+		}
+		if have, err = api.Get(ctx, want.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			have = nil
+		} else if err != nil {
+			return fmt.Errorf("read Endpoints %s: %w", want.Name, err)
+		}
+	}
+}
+
 // errAddressFamily: the leader's address is of a family the Service does
 // not serve; kube-proxy would ignore the slice.
 var errAddressFamily = errors.New("address family not served by the Service")
 
-// checkFamily refuses to publish an address of a family that the Service
-// does not serve (spec.ipFamilies), with a Warning Event on the Service.
-func (p *publisher) checkFamily(svc *corev1.Service) error {
+// leaderAddresses are the leader's addresses, Address first, then those
+// of Addresses of another family (validated: one per family).
+func (p *publisher) leaderAddresses() []netip.Addr {
+	addrs := []netip.Addr{netip.MustParseAddr(p.ep.Address).Unmap()}
+	for _, a := range p.ep.Addresses {
+		addr := netip.MustParseAddr(a).Unmap()
+		if addressType(addr) != addressType(addrs[0]) {
+			addrs = append(addrs, addr)
+		}
+	}
+	return addrs
+}
+
+// checkFamily returns the addresses to publish: the leader's address of
+// each family that the Service serves (spec.ipFamilies, in its order; the
+// Address's family if it has none). Where the leader has none of them, it
+// refuses, with a Warning Event on the Service.
+func (p *publisher) checkFamily(svc *corev1.Service) ([]netip.Addr, error) {
+	own := p.leaderAddresses()
 	if len(svc.Spec.IPFamilies) == 0 {
-		return nil
+		return own[:1], nil
 	}
-	family := corev1.IPv4Protocol
-	if addressType(netip.MustParseAddr(p.ep.Address)) == discoveryv1.AddressTypeIPv6 { // validated
-		family = corev1.IPv6Protocol
+	var addrs []netip.Addr
+	for _, family := range svc.Spec.IPFamilies {
+		for _, addr := range own {
+			if ipFamily(addr) == family {
+				addrs = append(addrs, addr)
+			}
+		}
 	}
-	if slices.Contains(svc.Spec.IPFamilies, family) {
-		return nil
+	if len(addrs) > 0 {
+		return addrs, nil
 	}
-	msg := fmt.Sprintf("the leader's address %s is %s, but Service %s/%s serves %v only: kube-proxy would ignore it, so it is not published; give the leader an address of the Service's family",
-		p.ep.Address, family, p.cfg.Namespace, svc.Name, svc.Spec.IPFamilies)
+	var mine []string
+	for _, addr := range own {
+		mine = append(mine, addr.String()+" is "+string(ipFamily(addr)))
+	}
+	msg := fmt.Sprintf("the leader's address %s, but Service %s/%s serves %v only: kube-proxy would ignore it, so it is not published; give the leader an address of the Service's family",
+		strings.Join(mine, ", "), p.cfg.Namespace, svc.Name, svc.Spec.IPFamilies)
 	if p.cfg.EventRecorder != nil {
 		p.cfg.EventRecorder.Event(svc, corev1.EventTypeWarning, "AddressFamilyMismatch", msg)
 	}
-	return fmt.Errorf("%w: %s", errAddressFamily, msg)
+	return nil, fmt.Errorf("%w: %s", errAddressFamily, msg)
+}
+
+// ipFamily is the Service IP family of an address.
+func ipFamily(addr netip.Addr) corev1.IPFamily {
+	if addressType(addr) == discoveryv1.AddressTypeIPv6 {
+		return corev1.IPv6Protocol
+	}
+	return corev1.IPv4Protocol
 }
 
 // ErrNamedTargetPort is returned (wrapped) when a Service port's
@@ -386,12 +569,58 @@ func (p *publisher) deleteStaleEndpoints(ctx context.Context) error {
 	return nil
 }
 
-// withdraw deletes the leader's slice, the version this replica last saw,
-// on a planned stop. It never deletes a newer leader's slice: the slice is
-// deleted only while this replica leads, and only with the UID and
-// resourceVersion it has.
+// withdraw deletes the leader's slice and Endpoints object, the versions
+// this replica last saw, on a planned stop. It never deletes a newer
+// leader's: they are deleted only while this replica leads, only if they
+// name it, and only with the UID and resourceVersion it has.
 func (p *publisher) withdraw(ctx context.Context) error {
-	have, err := p.slices.Get(p.sliceName())
+	err := p.withdrawSlice(ctx)
+	if p.endpoints != nil && !errors.Is(err, errNotLeading) {
+		err = errors.Join(err, p.withdrawEndpoints(ctx))
+	}
+	return err
+}
+
+// withdrawEndpoints deletes the leader's Endpoints object, as withdraw.
+func (p *publisher) withdrawEndpoints(ctx context.Context) error {
+	have, err := p.endpoints.Get(p.ep.Service)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if have.Annotations[AnnotationIdentity] != p.cfg.Identity {
+		return nil
+	}
+	if !p.leading() {
+		return errNotLeading
+	}
+	err = p.cfg.Client.CoreV1().Endpoints(p.cfg.Namespace).Delete(ctx, have.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion},
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("withdraw Endpoints %s: %w", have.Name, err)
+	}
+	return nil
+}
+
+// withdrawSlice deletes the leader's slices, as withdraw.
+func (p *publisher) withdrawSlice(ctx context.Context) error {
+	var errs []error
+	for _, addr := range p.leaderAddresses() {
+		err := p.withdrawSliceNamed(ctx, p.sliceNameFor(addressType(addr)))
+		if errors.Is(err, errNotLeading) {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// withdrawSliceNamed deletes one of the leader's slices, as withdraw.
+func (p *publisher) withdrawSliceNamed(ctx context.Context, name string) error {
+	have, err := p.slices.Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -429,8 +658,13 @@ func (p *publisher) annotations() map[string]string {
 	}
 }
 
+// desiredSlice is the leader's slice of its Address.
 func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice {
-	addr := netip.MustParseAddr(p.ep.Address) // validated
+	return p.desiredSliceFor(svc, netip.MustParseAddr(p.ep.Address)) // validated
+}
+
+// desiredSliceFor is the leader's slice of one of its addresses.
+func (p *publisher) desiredSliceFor(svc *corev1.Service, addr netip.Addr) *discoveryv1.EndpointSlice {
 	addrType := addressType(addr)
 	ep := discoveryv1.Endpoint{
 		Addresses: []string{addr.Unmap().String()},
@@ -472,7 +706,7 @@ func (p *publisher) desiredSlice(svc *corev1.Service) *discoveryv1.EndpointSlice
 	}
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      p.sliceName(),
+			Name:      p.sliceNameFor(addrType),
 			Namespace: p.cfg.Namespace,
 			Labels: map[string]string{
 				discoveryv1.LabelServiceName: svc.Name,

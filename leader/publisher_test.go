@@ -36,6 +36,7 @@ type testPublisher struct {
 	client   *fake.Clientset
 	services cache.Indexer
 	slices   cache.Indexer
+	eps      cache.Indexer // the Endpoints cache
 	events   *record.FakeRecorder
 }
 
@@ -61,15 +62,17 @@ func newTestPublisher(t *testing.T, address string, svc *corev1.Service) *testPu
 	cfg = cfg.withDefaults()
 	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	eps := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	require.NoError(t, svcs.Add(svc))
 	return &testPublisher{
 		publisher: &publisher{
 			cfg: &cfg, ep: cfg.Endpoint, log: logr.Discard(), leading: func() bool { return true },
-			term:     func() int32 { return 7 },
-			services: corelisters.NewServiceLister(svcs).Services("ns"),
-			slices:   discoverylisters.NewEndpointSliceLister(slices).EndpointSlices("ns"),
+			term:      func() int32 { return 7 },
+			services:  corelisters.NewServiceLister(svcs).Services("ns"),
+			slices:    discoverylisters.NewEndpointSliceLister(slices).EndpointSlices("ns"),
+			endpoints: corelisters.NewEndpointsLister(eps).Endpoints("ns"),
 		},
-		client: client, services: svcs, slices: slices, events: events,
+		client: client, services: svcs, slices: slices, eps: eps, events: events,
 	}
 }
 
@@ -250,6 +253,7 @@ func TestRemoveSelector(t *testing.T) {
 	svc.Spec.Selector = map[string]string{"app": "ctl"}
 	tp := newTestPublisher(t, "10.1.2.3", svc)
 	tp.ep.RemoveSelector = true
+	tp.ep.SkipEndpoints, tp.endpoints = true, nil
 	require.NoError(t, tp.client.Tracker().Add(staleEndpoints()))
 	require.NoError(t, tp.reconcile(context.Background(), false))
 
@@ -269,10 +273,12 @@ func TestRemoveSelector(t *testing.T) {
 	assert.Contains(t, <-tp.events.Events, "Normal SelectorRemoved")
 }
 
-// Every other slice of the Service goes; a mirrored one takes its
-// Endpoints object along, or the mirroring controller would bring it back.
+// Every other slice of the Service goes; with SkipEndpoints, a mirrored
+// one takes its Endpoints object along, or the mirroring controller would
+// bring it back.
 func TestOtherSlicesAreDeleted(t *testing.T) {
 	tp := newTestPublisher(t, "10.1.2.3", testService())
+	tp.ep.SkipEndpoints, tp.endpoints = true, nil
 	other := func(name, managedBy string) *discoveryv1.EndpointSlice {
 		return &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), Labels: map[string]string{
@@ -299,6 +305,175 @@ func TestOtherSlicesAreDeleted(t *testing.T) {
 			assert.Equal(t, types.UID(d.GetName()+"-uid"), *d.GetDeleteOptions().Preconditions.UID)
 		}
 	}
+}
+
+// The leader maintains an Endpoints object for the Endpoints API's
+// readers: the slice's address and ports, its identity and term, the
+// skip-mirror label; a stale one (selector days) is taken over in place;
+// a steady leader writes it once; the mirrored slice goes.
+//
+//nolint:staticcheck // the Endpoints API is what its readers read
+func TestEndpointsObject(t *testing.T) {
+	ctx := context.Background()
+	svc := testService()
+	svc.ResourceVersion = "7"
+	svc.Spec.Selector = map[string]string{"app": "ctl"}
+	tp := newTestPublisher(t, "10.1.2.3", svc)
+	tp.ep.RemoveSelector = true
+	tp.ep.PodName, tp.ep.NodeName = "ctl-0", "node-a"
+	stale := staleEndpoints().(*corev1.Endpoints)
+	stale.Labels = map[string]string{"app": "ctl"}
+	stale.Subsets = []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.9.9.9"}}}}
+	require.NoError(t, tp.client.Tracker().Add(stale))
+	require.NoError(t, tp.eps.Add(stale))
+	mirror := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc-mirror", UID: "svc-mirror-uid", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "svc", discoveryv1.LabelManagedBy: mirroringController,
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	require.NoError(t, tp.client.Tracker().Add(mirror))
+	require.NoError(t, tp.slices.Add(mirror))
+
+	require.NoError(t, tp.reconcile(ctx, true))
+	got, err := tp.client.CoreV1().Endpoints("ns").Get(ctx, "svc", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"app": "ctl", discoveryv1.LabelSkipMirror: "true"}, got.Labels)
+	assert.Equal(t, "me", got.Annotations[AnnotationIdentity])
+	assert.Equal(t, "7", got.Annotations[AnnotationTerm])
+	require.Len(t, got.OwnerReferences, 1)
+	assert.Equal(t, "Service", got.OwnerReferences[0].Kind)
+	assert.Equal(t, []corev1.EndpointSubset{{
+		Addresses: []corev1.EndpointAddress{{IP: "10.1.2.3", NodeName: ptrTo("node-a"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "ctl-0"}}},
+		Ports:     []corev1.EndpointPort{{Name: "https", Port: 8443, Protocol: corev1.ProtocolTCP}},
+	}}, got.Subsets)
+	list, err := tp.client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1, "the mirrored slice goes")
+
+	// Steady: the caches catch up; nothing more is written.
+	require.NoError(t, tp.eps.Update(got))
+	require.NoError(t, tp.slices.Delete(mirror))
+	require.NoError(t, tp.slices.Add(tp.apiSlice(t)))
+	svc.Spec.Selector = nil
+	require.NoError(t, tp.services.Update(svc))
+	before := len(tp.client.Actions())
+	for range 10 {
+		require.NoError(t, tp.reconcile(ctx, false))
+	}
+	assert.Len(t, tp.client.Actions(), before, "a steady leader wrote")
+
+	// Deleted behind the cache's back: created again.
+	require.NoError(t, tp.client.CoreV1().Endpoints("ns").Delete(ctx, "svc", metav1.DeleteOptions{}))
+	tp.term = func() int32 { return 8 }
+	require.NoError(t, tp.reconcile(ctx, false))
+	got, err = tp.client.CoreV1().Endpoints("ns").Get(ctx, "svc", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "8", got.Annotations[AnnotationTerm])
+}
+
+// withdraw deletes this replica's Endpoints object too, the version it
+// saw, and not another leader's.
+func TestWithdrawEndpoints(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	require.NoError(t, tp.reconcile(ctx, false))
+	got, err := tp.client.CoreV1().Endpoints("ns").Get(ctx, "svc", metav1.GetOptions{})
+	require.NoError(t, err)
+	got.UID, got.ResourceVersion = "ep-uid", "3"
+	theirs := got.DeepCopy()
+	theirs.Annotations[AnnotationIdentity] = "next-leader"
+	require.NoError(t, tp.eps.Add(theirs))
+	require.NoError(t, tp.withdraw(ctx))
+	_, err = tp.client.CoreV1().Endpoints("ns").Get(ctx, "svc", metav1.GetOptions{})
+	require.NoError(t, err, "another leader's Endpoints object was withdrawn")
+
+	require.NoError(t, tp.eps.Update(got))
+	tp.leading = func() bool { return false }
+	assert.ErrorIs(t, tp.withdrawEndpoints(ctx), errNotLeading)
+	tp.leading = func() bool { return true }
+	require.NoError(t, tp.withdraw(ctx))
+	_, err = tp.client.CoreV1().Endpoints("ns").Get(ctx, "svc", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "not withdrawn: %v", err)
+	var last k8stesting.DeleteAction
+	for _, a := range tp.client.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok && d.GetResource().Resource == "endpoints" {
+			last = d
+		}
+	}
+	require.NotNil(t, last)
+	assert.Equal(t, types.UID("ep-uid"), *last.GetDeleteOptions().Preconditions.UID)
+	assert.Equal(t, "3", *last.GetDeleteOptions().Preconditions.ResourceVersion)
+}
+
+// A dual-stack Service gets the leader's address of each of its families,
+// one slice per family (the Address's family's under the usual name), the
+// Endpoints object the first family's; a single-family Service the
+// leader's address of that family, the other slice going; withdraw
+// withdraws both.
+func TestDualStack(t *testing.T) {
+	ctx := context.Background()
+	svc := testService()
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	tp := newTestPublisher(t, "10.1.2.3", svc)
+	tp.ep.Addresses = []string{"10.1.2.3", "fd00::3"}
+	require.NoError(t, tp.reconcile(ctx, false))
+	list, err := tp.client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, s := range list.Items {
+		got[s.Name] = string(s.AddressType) + " " + strings.Join(s.Endpoints[0].Addresses, ",")
+		require.NoError(t, tp.slices.Add(s.DeepCopy()))
+	}
+	assert.Equal(t, map[string]string{"svc-fastover": "IPv4 10.1.2.3", "svc-fastover-ipv6": "IPv6 fd00::3"}, got)
+	ep, err := tp.client.CoreV1().Endpoints("ns").Get(ctx, "svc", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "fd00::3", ep.Subsets[0].Addresses[0].IP, "the primary family's")
+
+	// IPv6 only: the IPv4 slice goes.
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+	require.NoError(t, tp.services.Update(svc))
+	require.NoError(t, tp.reconcile(ctx, false))
+	list, err = tp.client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1)
+	assert.Equal(t, "svc-fastover-ipv6", list.Items[0].Name)
+	gone, _, _ := tp.slices.GetByKey("ns/svc-fastover")
+	require.NoError(t, tp.slices.Delete(gone)) // the cache catches up
+
+	// Withdraw: every slice of the leader's.
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	require.NoError(t, tp.services.Update(svc))
+	require.NoError(t, tp.reconcile(ctx, false))
+	list, err = tp.client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 2)
+	for _, s := range list.Items {
+		require.NoError(t, tp.slices.Update(s.DeepCopy()))
+	}
+	require.NoError(t, tp.withdraw(ctx))
+	list, err = tp.client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, list.Items)
+
+	// A leader of one family, a Service of the other: refused, naming
+	// both.
+	tp4 := newTestPublisher(t, "10.1.2.3", svc)
+	svc6 := testService()
+	svc6.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+	_, err = tp4.checkFamily(svc6)
+	assert.ErrorContains(t, err, "the leader's address 10.1.2.3 is IPv4, but Service ns/svc serves [IPv6] only")
+}
+
+// The other family's slice name keeps its suffix within the API's limit.
+func TestSliceNameFor(t *testing.T) {
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	assert.Equal(t, "svc-fastover", tp.sliceNameFor(discoveryv1.AddressTypeIPv4))
+	assert.Equal(t, "svc-fastover-ipv6", tp.sliceNameFor(discoveryv1.AddressTypeIPv6))
+	tp.ep.Service = strings.Repeat("s", 250)
+	name := tp.sliceNameFor(discoveryv1.AddressTypeIPv6)
+	assert.Len(t, name, 253)
+	assert.True(t, strings.HasSuffix(name, "-fastover-ipv6"))
 }
 
 // A replica past its renew deadline writes nothing.

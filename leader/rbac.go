@@ -9,7 +9,9 @@ import rbacv1 "k8s.io/api/rbac/v1"
 //   - events: create, patch, update (Events on the Lease and the Service);
 //   - with an endpoint: endpointslices get, list, watch, create, update,
 //     delete; services get, list, watch, and patch with RemoveSelector;
-//     endpoints delete (the stale Endpoints object of selector days);
+//     endpoints get, list, watch, create, update, delete (the leader's
+//     Endpoints object), or only delete with SkipEndpoints (the stale
+//     Endpoints object of selector days);
 //     pods get when Ports is empty (the Service's ports are published, and
 //     a named targetPort is resolved from the leader's own Pod).
 //
@@ -24,10 +26,14 @@ func PolicyRules(endpoint *EndpointConfig) []rbacv1.PolicyRule {
 		if endpoint.RemoveSelector {
 			services = append(services, "patch")
 		}
+		endpoints := []string{"get", "list", "watch", "create", "update", "delete"}
+		if endpoint.SkipEndpoints {
+			endpoints = []string{"delete"}
+		}
 		rules = append(rules,
 			rbacv1.PolicyRule{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: services},
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"delete"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: endpoints},
 		)
 		if len(endpoint.Ports) == 0 {
 			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}})

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,6 +63,7 @@ type options struct {
 	retryPeriod    time.Duration
 	removeSelector bool
 	podName        string
+	podIPs         string
 	servicePorts   bool
 	drain          time.Duration
 	actingLog      string
@@ -82,6 +84,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.leaseDuration, "lease-duration", leader.DefaultLeaseDuration, "lease duration")
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", leader.DefaultRenewDeadline, "renew deadline")
 	fs.DurationVar(&o.retryPeriod, "retry-period", leader.DefaultRetryPeriod, "retry period")
+	fs.StringVar(&o.podIPs, "pod-ips", os.Getenv("POD_IPS"), "the Pod's addresses, comma-separated, one per family: a dual-stack Service gets the leader's address of each family (default $POD_IPS)")
 	fs.StringVar(&o.podName, "pod-name", os.Getenv("POD_NAME"), "name of this replica's Pod: the endpoint's targetRef, and where --service-ports resolves named targetPorts (default $POD_NAME)")
 	fs.BoolVar(&o.servicePorts, "service-ports", false, "publish the Service's ports (a named targetPort resolved from this replica's Pod, which needs get on pods) instead of --port")
 	fs.BoolVar(&o.removeSelector, "remove-selector", false, "let the leader remove the Service's selector (migration from a selector Service)")
@@ -146,6 +149,12 @@ func run(args []string, stderr io.Writer) error {
 		cfg.Endpoint = leader.EndpointFromEnv(o.service)
 		cfg.Endpoint.Address = o.address
 		cfg.Endpoint.PodName = o.podName
+		cfg.Endpoint.Addresses = nil
+		for _, ip := range strings.Split(o.podIPs, ",") {
+			if ip = strings.TrimSpace(ip); ip != "" {
+				cfg.Endpoint.Addresses = append(cfg.Endpoint.Addresses, ip)
+			}
+		}
 		cfg.Endpoint.RemoveSelector = o.removeSelector
 		if !o.servicePorts {
 			cfg.Endpoint.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(o.port))}}
