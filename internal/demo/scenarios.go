@@ -259,7 +259,7 @@ func (d *demo) leaderKilled(ctx context.Context) Result {
 	}
 	res.Baseline = Baseline{
 		From: expired, Upto: expired + 2*d.opts.RetryPeriod,
-		Why: fmt.Sprintf("client-go leaderelection, same durations: standbys poll every %v, so the Lease is taken up to 2 polls after it expired (%s here; README Benchmarks: p50 17.03 s against fastover's 14.9 s at 15s/10s/2s); behind a selector Service, add a readiness probe",
+		Why: fmt.Sprintf("client-go leaderelection, same durations: standbys poll every %v, so the Lease is taken up to 2 polls after it expired (%s here; docs/benchmarks.md: p50 17.03 s against fastover's 14.9 s at 15s/10s/2s); behind a selector Service, add a readiness probe",
 			d.opts.RetryPeriod, FormatDuration(expired)),
 	}
 	return res
