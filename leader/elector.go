@@ -216,27 +216,37 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 	return e.lead(ctx, work)
 }
 
+// standbyRecheck is how often a standby whose watch reports a live holder
+// re-reads the Lease all the same: once a minute, the cost of a standby
+// to the API server besides its watches.
+const standbyRecheck = time.Minute
+
 // standby waits for the Lease, reacting to each change the watch reports;
 // it returns true once this replica holds it, false if ctx ended first.
 //
 // It tries to acquire when the Lease is free, released or expired, the
-// moment it is, and in any case every LeaseDuration, in case the watch
-// missed something. A record naming this replica's own identity is not
+// moment it is, and in any case every standbyRecheck (or LeaseDuration if
+// longer), in case the watch missed an event. That re-read is all a
+// standby asks of the API server besides its watches: a watch that stalls
+// without an error stops the renewals the standby sees, so it tries (and
+// reads the Lease) when the last one it saw expires anyway.
+// A record naming this replica's own identity is not
 // this process's (Run acquires once): it waits for expiry like any.
 func (e *Elector) standby(ctx context.Context) bool {
 	clk := e.cfg.Clock
+	recheck := max(e.cfg.LeaseDuration, standbyRecheck)
 	var lastAttempt time.Time
 	for {
 		now := clk.Now()
 		exp := e.lease.expiry()
-		if e.lease.holder() == "" || !now.Before(exp) || now.Sub(lastAttempt) >= e.cfg.LeaseDuration {
+		if e.lease.holder() == "" || !now.Before(exp) || now.Sub(lastAttempt) >= recheck {
 			lastAttempt = now
 			var acquired bool
 			if acquired, exp = e.attempt(ctx); acquired {
 				return true
 			}
 		}
-		wait := lastAttempt.Add(e.cfg.LeaseDuration).Sub(clk.Now())
+		wait := lastAttempt.Add(recheck).Sub(clk.Now())
 		if !exp.IsZero() {
 			wait = min(wait, exp.Sub(clk.Now()))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -443,6 +444,30 @@ func TestStandbyWithALostWatchRetriesEveryLeaseDuration(t *testing.T) {
 	r.clock.Step(time.Millisecond)
 	r.awaitLeading()
 	assert.Equal(t, "me", *r.lease().Spec.HolderIdentity)
+}
+
+// A standby whose watch shows a live holder renewing reads the Lease
+// once a minute, not every LeaseDuration: besides its watches, that is
+// all it costs the API server.
+func TestStandbyWithALiveHolderReadsOnceAMinute(t *testing.T) {
+	client := fake.NewClientset(testLease("5", "other", 15, 2, time.Now()))
+	r := startRun(t, client, nil, nil)
+	r.awaitWaiting()
+	gets := countActions(client, "get", "leases")
+	// Three minutes of renewals every 2s, each seen through the watch.
+	for i := 1; i <= 90; i++ {
+		r.clock.Step(2 * time.Second)
+		rv := strconv.Itoa(5 + i)
+		require.NoError(t, client.Tracker().Update(leasesGVR, testLease(rv, "other", 15, 2, r.clock.Now()), "ns"))
+		require.Eventually(t, func() bool {
+			l := r.el.lease.latest()
+			return l != nil && l.ResourceVersion == rv
+		}, waitFor, time.Millisecond, "the standby did not see renewal %s", rv)
+		r.awaitWaiting()
+	}
+	assert.Equal(t, "other", r.el.Leader())
+	assert.LessOrEqual(t, countActions(client, "get", "leases")-gets, 3, "a standby read the Lease more than once a minute")
+	assert.Zero(t, countActions(client, "update", "leases"), "a standby wrote a live holder's Lease")
 }
 
 // An API that fails the acquisition: the standby retries after a
