@@ -533,8 +533,8 @@ settle:
 			if cur.leader != "" {
 				tl.mark(now, cur.leader+" publishes its EndpointSlice")
 			}
-			if !cur.endpoints {
-				tl.mark(now, "stale Endpoints deleted")
+			if cur.endpoints && cur.epLeader != "" && cur.epAddrs == 1 {
+				tl.mark(now, cur.leader+" takes the Endpoints object over")
 			}
 			if cur.leader != "" && len(cur.stale) == 0 {
 				tl.mark(now, "stale EndpointSlices deleted")
@@ -585,7 +585,7 @@ settle:
 			controlSvc, FormatDuration(watched))}
 	res.Passed = true
 	res.Notes = []string{
-		fmt.Sprintf("%s: no selector, one EndpointSlice, %s's (%s), no Endpoints object", haService, id, f.ByID(id).Address()),
+		fmt.Sprintf("%s: no selector, one EndpointSlice and an Endpoints object (for the Endpoints API's readers), both %s's (%s)", haService, id, f.ByID(id).Address()),
 		fmt.Sprintf("control group: %s, its selector removed by hand %s ago: %s", controlSvc, FormatDuration(watched), ctlNow),
 	}
 	if ctlNow.selector || len(ctlNow.addrs) == 0 {
@@ -609,6 +609,11 @@ type serviceEndpoints struct {
 	leader    string         // the identity in the leader's slice, if any
 	stale     map[string]int // slices not the leader's: manager → addresses
 	endpoints bool           // an Endpoints object exists
+	// epLeader and epAddrs: the identity the Endpoints object names (the
+	// leader library keeps one for the Endpoints API's readers) and how
+	// many addresses it holds.
+	epLeader string
+	epAddrs  int
 }
 
 func (l endpointListers) of(svc string) serviceEndpoints {
@@ -626,13 +631,19 @@ func (l endpointListers) of(svc string) serviceEndpoints {
 			out.stale[s.Labels[discoveryv1.LabelManagedBy]] += len(addrs)
 		}
 	}
-	_, err := l.endpoints.Get(svc)
-	out.endpoints = err == nil
+	if ep, err := l.endpoints.Get(svc); err == nil {
+		out.endpoints = true
+		out.epLeader = ep.Annotations[leader.AnnotationIdentity]
+		for _, ss := range ep.Subsets {
+			out.epAddrs += len(ss.Addresses)
+		}
+	}
 	return out
 }
 
 func (s serviceEndpoints) clean() bool {
-	return !s.selector && s.leader != "" && len(s.stale) == 0 && len(s.addrs) == 1 && !s.endpoints
+	return !s.selector && s.leader != "" && len(s.stale) == 0 && len(s.addrs) == 1 &&
+		(!s.endpoints || s.epLeader == s.leader && s.epAddrs == 1)
 }
 
 func (s serviceEndpoints) String() string {
@@ -653,7 +664,10 @@ func (s serviceEndpoints) String() string {
 	for _, m := range managers {
 		parts = append(parts, fmt.Sprintf("an EndpointSlice of %s with %d pod address(es)", strings.TrimSuffix(m, ".k8s.io"), s.stale[m]))
 	}
-	if s.endpoints {
+	switch {
+	case s.endpoints && s.epLeader != "":
+		parts = append(parts, fmt.Sprintf("the leader's Endpoints object (%s, %d address(es))", s.epLeader, s.epAddrs))
+	case s.endpoints:
 		parts = append(parts, "an Endpoints object")
 	}
 	return strings.Join(parts, ", ")

@@ -371,8 +371,14 @@ func TestLeaderDualStack(t *testing.T) {
 		}
 	}
 	id := expect(t, f, dual, "")
-	v, err := viewEndpoints(ctx, f)
-	require.NoError(t, err)
+	// The Endpoints object follows the slices a moment later.
+	var v endpointsView
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		v, err = viewEndpoints(ctx, f)
+		return err == nil && v.id == id, nil
+	})
+	require.NoError(t, err, "no Endpoints object naming %s: %+v", id, v)
 	assert.Equal(t, []string{f.ByID(id).Address()}, v.addrs, "the Endpoints object has the primary family's address")
 
 	// A planned handover moves both.
