@@ -261,15 +261,7 @@ func (p *publisher) writeSlice(ctx context.Context, want *discoveryv1.EndpointSl
 			_, err = api.Create(ctx, want, metav1.CreateOptions{})
 		} else {
 			update := have.DeepCopy()
-			if update.Labels == nil {
-				update.Labels = map[string]string{}
-			}
-			if update.Annotations == nil {
-				update.Annotations = map[string]string{}
-			}
-			maps.Copy(update.Labels, want.Labels)
-			maps.Copy(update.Annotations, want.Annotations)
-			update.OwnerReferences = want.OwnerReferences
+			takeMeta(&update.ObjectMeta, &want.ObjectMeta)
 			update.AddressType, update.Endpoints, update.Ports = want.AddressType, want.Endpoints, want.Ports
 			// have's resourceVersion: a conflict means another writer,
 			// or a cache behind the API.
@@ -370,15 +362,7 @@ func (p *publisher) writeEndpoints(ctx context.Context, want *corev1.Endpoints) 
 			_, err = api.Create(ctx, want, metav1.CreateOptions{})
 		} else {
 			update := have.DeepCopy()
-			if update.Labels == nil {
-				update.Labels = map[string]string{}
-			}
-			if update.Annotations == nil {
-				update.Annotations = map[string]string{}
-			}
-			maps.Copy(update.Labels, want.Labels)
-			maps.Copy(update.Annotations, want.Annotations)
-			update.OwnerReferences = want.OwnerReferences
+			takeMeta(&update.ObjectMeta, &want.ObjectMeta)
 			update.Subsets = want.Subsets
 			_, err = api.Update(ctx, update, metav1.UpdateOptions{})
 		}
@@ -747,4 +731,18 @@ func subset(want, have map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// takeMeta makes an object this leader writes carry want's labels and
+// annotations (others' are kept) and want's owner references.
+func takeMeta(dst, want *metav1.ObjectMeta) {
+	if dst.Labels == nil {
+		dst.Labels = map[string]string{}
+	}
+	if dst.Annotations == nil {
+		dst.Annotations = map[string]string{}
+	}
+	maps.Copy(dst.Labels, want.Labels)
+	maps.Copy(dst.Annotations, want.Annotations)
+	dst.OwnerReferences = want.OwnerReferences
 }
