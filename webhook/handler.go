@@ -43,7 +43,8 @@ var _ admission.Handler = (*Handler)(nil)
 // unchanged with a warning and counted in
 // fastover_webhook_requests_invalid_total. A review without a request (no
 // UID) is not from an API server and gets an error. Dry-run requests are
-// answered the same way: the handler has no side effects.
+// answered the same way: the handler has no side effects. A StatefulSet
+// pod it patches gets a warning (see withWarnings).
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	log := logf.FromContext(ctx)
 	if req.UID == "" {
@@ -95,7 +96,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("")
 	}
 	log.V(1).Info("patched a pod", "mark", d.Mark(), "dryRun", req.DryRun != nil && *req.DryRun)
-	return admission.Patched("", ops...)
+	return withWarnings(admission.Patched("", ops...), doc.Pod, d)
 }
 
 // unhandled allows a request the webhook did not understand, unchanged,
