@@ -70,6 +70,10 @@ type options struct {
 	rule          toleration.Rule
 	ruleFlags     *pflag.FlagSet // bound to rule
 	ruleFrom      string         // where rule comes from, set by setup
+	hazards       hazardFlags    // audit's
+
+	// installation is the mode audit found.
+	installation *retrofit.Installation
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -145,7 +149,7 @@ func (o *options) setup(cmd *cobra.Command) (kubernetes.Interface, retrofit.Scop
 }
 
 func newAuditCommand(o *options) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "List pods' effective tolerations; exit 1 if some need fixing",
 		Example: `  kubectl fastover audit                  # namespaces labelled fastover.io/inject=enabled
@@ -153,15 +157,21 @@ func newAuditCommand(o *options) *cobra.Command {
   kubectl fastover audit -A               # every namespace`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.hazards.validate(); err != nil {
+				return err
+			}
 			client, scope, err := o.setup(cmd)
 			if err != nil {
 				return err
 			}
-			a := retrofit.Auditor{Rule: o.rule, InstalledAt: installedAt(cmd.Context(), client, cmd.ErrOrStderr())}
+			inst := installation(cmd.Context(), client, cmd.ErrOrStderr())
+			o.installation = &inst
+			a := retrofit.Auditor{Rule: o.rule, InstalledAt: inst.InstalledAt()}
 			findings, err := a.Audit(cmd.Context(), client, scope)
 			if err != nil {
 				return err
 			}
+			o.hazards.find(cmd.Context(), client, findings)
 			if err := o.printFindings(cmd.OutOrStdout(), findings); err != nil {
 				return err
 			}
@@ -171,6 +181,8 @@ func newAuditCommand(o *options) *cobra.Command {
 			return nil
 		},
 	}
+	o.hazards.addFlags(cmd.Flags())
+	return cmd
 }
 
 func newFixCommand(o *options) *cobra.Command {
@@ -291,6 +303,11 @@ type auditReport struct {
 	// where it was read.
 	Rule     []string `json:"rule"`
 	RuleFrom string   `json:"ruleFrom"`
+	// Installation is the mode found: webhook, policy, both or none.
+	Installation *retrofit.Installation `json:"installation,omitempty"`
+	// Hazards are the pods the toleration does not bring back by itself,
+	// and the zones.
+	Hazards *retrofit.HazardReport `json:"hazards,omitempty"`
 }
 
 func (o *options) printFindings(w io.Writer, findings []retrofit.Finding) error {
@@ -303,7 +320,10 @@ func (o *options) printFindings(w io.Writer, findings []retrofit.Finding) error 
 		if findings == nil {
 			findings = []retrofit.Finding{}
 		}
-		return encode(w, format, auditReport{Pods: findings, Summary: counts, Rule: o.rule.Flags(), RuleFrom: o.ruleFrom})
+		return encode(w, format, auditReport{Pods: findings, Summary: counts, Rule: o.rule.Flags(), RuleFrom: o.ruleFrom, Installation: o.installation, Hazards: o.hazards.report})
+	}
+	if err := printInstallation(w, o.installation); err != nil {
+		return err
 	}
 	if len(findings) == 0 {
 		_, err := fmt.Fprintln(w, "No pods found in namespaces labelled fastover.io/inject=enabled.")
@@ -327,7 +347,10 @@ func (o *options) printFindings(w io.Writer, findings []retrofit.Finding) error 
 	if err == nil && counts[string(retrofit.StatusNeedsFix)] > 0 {
 		_, err = fmt.Fprintln(w, "Run `kubectl fastover fix` to fix them in place (`--dry-run` first to see).")
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return printHazards(w, o.hazards.report, o.hazards.th)
 }
 
 func encode(w io.Writer, format string, v any) error {

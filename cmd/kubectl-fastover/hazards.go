@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fastover/fastover/retrofit"
+)
+
+// hazardFlags are audit's flags for the zone checks: kube-controller-manager's
+// values, which the audit cannot read from the cluster.
+type hazardFlags struct {
+	th retrofit.ZoneThresholds
+	// report is the audit's, once find has run.
+	report *retrofit.HazardReport
+}
+
+func (h *hazardFlags) addFlags(flags *pflag.FlagSet) {
+	h.th = retrofit.DefaultZoneThresholds()
+	flags.Float64Var(&h.th.Unhealthy, "unhealthy-zone-threshold", h.th.Unhealthy,
+		"kube-controller-manager's --unhealthy-zone-threshold, for the zone checks")
+	flags.IntVar(&h.th.LargeCluster, "large-cluster-size-threshold", h.th.LargeCluster,
+		"kube-controller-manager's --large-cluster-size-threshold, for the zone checks")
+}
+
+func (h *hazardFlags) validate() error {
+	if !(h.th.Unhealthy > 0 && h.th.Unhealthy <= 1) {
+		return fmt.Errorf("--unhealthy-zone-threshold %v: want a fraction above 0 and at most 1", h.th.Unhealthy)
+	}
+	if h.th.LargeCluster < 0 {
+		return fmt.Errorf("--large-cluster-size-threshold %d: must not be negative", h.th.LargeCluster)
+	}
+	return nil
+}
+
+// find checks the audit's findings for hazards.
+func (h *hazardFlags) find(ctx context.Context, client kubernetes.Interface, findings []retrofit.Finding) {
+	r := retrofit.Hazards(ctx, client, findings, h.th)
+	h.report = &r
+}
+
+// printHazards writes, under the audit's table, the pods a short toleration
+// does not bring back by themselves, grouped by what happens to them, each
+// group with what to do instead; then the zones.
+func printHazards(w io.Writer, r *retrofit.HazardReport, th retrofit.ZoneThresholds) error {
+	if r == nil {
+		return nil
+	}
+	if len(r.Pods) > 0 {
+		_, _ = fmt.Fprintln(w, "\nWarning: the toleration does not bring these pods back from a lost node by itself (see docs/hazards.md):")
+		type group struct {
+			reason, advice string
+			pods           []string
+		}
+		var groups []*group
+		byReason := map[string]*group{}
+		for _, h := range r.Pods {
+			g, ok := byReason[h.Reason]
+			if !ok {
+				g = &group{reason: h.Reason, advice: h.Advice}
+				byReason[h.Reason] = g
+				groups = append(groups, g)
+			}
+			g.pods = append(g.pods, h.Namespace+"/"+h.Name)
+		}
+		for _, g := range groups {
+			_, _ = fmt.Fprintf(w, "- %s:\n    %s\n  Instead: %s.\n", g.reason, strings.Join(g.pods, ", "), g.advice)
+		}
+	}
+	if r.ZonesUnchecked != "" {
+		_, err := fmt.Fprintf(w, "\nZones not checked: %s.\n", r.ZonesUnchecked)
+		return err
+	}
+	if len(r.Zones) == 0 {
+		return nil
+	}
+	_, _ = fmt.Fprintf(w, "\nZones (--unhealthy-zone-threshold %v, --large-cluster-size-threshold %d):\n", th.Unhealthy, th.LargeCluster)
+	for _, z := range r.Zones {
+		name := z.Name
+		if name == "" {
+			name = "<no zone labels>"
+		}
+		stops := "stop only if all its nodes and every other zone's are lost"
+		if z.StopsAt > 0 {
+			verb := "stop"
+			if z.Nodes > th.LargeCluster {
+				verb = "slow to --secondary-node-eviction-rate"
+			}
+			stops = fmt.Sprintf("%s when %d of its nodes are not ready at once", verb, z.StopsAt)
+		}
+		if _, err := fmt.Fprintf(w, "  %s: %d nodes, %d not ready, %s; evictions %s (they %s)\n",
+			name, z.Nodes, z.NotReady, z.State, z.Evictions, stops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
