@@ -93,10 +93,18 @@ func printHazards(w io.Writer, r *retrofit.HazardReport, th retrofit.ZoneThresho
 			}
 			stops = fmt.Sprintf("%s when %d of its nodes are not ready at once", verb, z.StopsAt)
 		}
-		if _, err := fmt.Fprintf(w, "  %s: %d nodes, %d not ready, %s; evictions %s (they %s)\n",
-			name, z.Nodes, z.NotReady, z.State, z.Evictions, stops); err != nil {
+		if _, err := fmt.Fprintf(w, "  %s: %s, %d not ready, %s; evictions %s (they %s)\n",
+			name, plural(z.Nodes, "node"), z.NotReady, z.State, z.Evictions, stops); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// plural is "1 node", "2 nodes".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

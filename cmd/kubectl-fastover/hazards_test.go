@@ -22,7 +22,7 @@ func TestPrintHazards(t *testing.T) {
 		Pods: []retrofit.Hazard{sts, db1, zone},
 		Zones: []retrofit.Zone{
 			{Name: "eu/a", Nodes: 5, NotReady: 3, State: retrofit.ZonePartialDisruption, Evictions: "stopped", StopsAt: 3},
-			{Name: "", Nodes: 2, State: retrofit.ZoneNormal, Evictions: "normal rate"},
+			{Name: "", Nodes: 1, State: retrofit.ZoneNormal, Evictions: "normal rate"},
 			{Name: "eu/big", Nodes: 60, State: retrofit.ZoneNormal, Evictions: "normal rate", StopsAt: 33},
 		},
 	}
@@ -39,7 +39,7 @@ Warning: the toleration does not bring these pods back from a lost node by itsel
 
 Zones (--unhealthy-zone-threshold 0.55, --large-cluster-size-threshold 50):
   eu/a: 5 nodes, 3 not ready, PartialDisruption; evictions stopped (they stop when 3 of its nodes are not ready at once)
-  <no zone labels>: 2 nodes, 0 not ready, Normal; evictions normal rate (they stop only if all its nodes and every other zone's are lost)
+  <no zone labels>: 1 node, 0 not ready, Normal; evictions normal rate (they stop only if all its nodes and every other zone's are lost)
   eu/big: 60 nodes, 0 not ready, Normal; evictions normal rate (they slow to --secondary-node-eviction-rate when 33 of its nodes are not ready at once)
 `, b.String())
 
