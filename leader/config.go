@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -67,6 +68,21 @@ type Config struct {
 	// Endpoint, if set, makes the leader publish itself as the only
 	// endpoint of a Service. Nil: election only.
 	Endpoint *EndpointConfig
+
+	// Prepare, if set, is this replica's standby-time work, and the
+	// condition it meets before it competes for the Lease: Run calls it
+	// once, at its start, and campaigns only once Prepare has returned
+	// nil. It is the place to start informers and wait for their caches
+	// to sync, open connections, load state: whatever the work needs,
+	// done while another replica leads, so that this one's work starts
+	// warm the moment it takes over, and so that a cold replica never
+	// takes the Lease from under a warm one. Its context lives until Run
+	// returns (across the term, so informers started with it keep running
+	// for the work), and ends early if Run's context ends while Prepare
+	// runs; Prepare must then return. An error from Prepare ends Run with
+	// that error (the process should exit). Ready fails until Prepare has
+	// returned, so a rolling update waits for the new replica to be warm.
+	Prepare func(ctx context.Context) error
 
 	// OnNewLeader, if set, is called with the identity of each new leader
 	// this replica observes, itself included.

@@ -73,6 +73,45 @@
 // reads the slice can do the same with the annotation: never follow a
 // slice whose term is lower than one it has already seen.
 //
+// Warm standbys: a controller with large caches (informers over every pod,
+// namespace or policy of a cluster) takes seconds to sync them. Started
+// when leading, the usual client-go pattern, they delay the new leader's
+// first work by that long after every handover. Config.Prepare is the
+// place for standby-time work, and the condition a replica meets before it
+// competes for the Lease: set up the informers and their event handlers
+// before Run, start them and wait for their caches in Prepare, and start
+// the workers in the work function.
+//
+//	factory := informers.NewSharedInformerFactory(client, 0)
+//	ctrl := newController(factory) // informers and event handlers
+//	elector, err := leader.New(leader.Config{
+//		...,
+//		Prepare: func(ctx context.Context) error { // lives as long as Run
+//			factory.Start(ctx.Done())
+//			for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+//				if !ok {
+//					return fmt.Errorf("cache of %v did not sync", typ)
+//				}
+//			}
+//			return nil
+//		},
+//	})
+//	...
+//	err = elector.Run(ctx, ctrl.runWorkers) // the caches are synced
+//
+// A replica that is still preparing does not compete, so a cold replica
+// (just restarted, still listing) never takes the Lease while a warm one
+// stands by; if none is warm, the first to be ready leads. Ready fails
+// until Prepare has returned, so a rolling update (maxUnavailable 0) waits
+// for each new replica to be warm before it stops an old one. The event
+// handlers fill the work queue while the replica stands by (one key per
+// object at most); the leader's workers drain it. Prepare's context ends
+// when Run returns, not when leadership does, so the caches serve the
+// whole term. examples/informer-controller is the pattern as a program,
+// and tests/bench/warmstandby measures it against informers started when
+// leading. leader/ctrlmanager does the same for controller-runtime: its
+// caches and warmed-up sources start on every replica.
+//
 // What happens next: Run returns ErrLeadershipLost and the process exits
 // (as the example and fastover-webhook --reconcile do), so that its restart
 // policy brings it back as a fresh standby; it does not build a new Elector

@@ -197,6 +197,11 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 	for _, f := range e.factories {
 		f.Start(infCtx.Done())
 	}
+	// The caller's standby-time work runs beside the sync of our own
+	// caches; its context outlives ctx, until Run returns.
+	prepCtx, endPrepare := context.WithCancel(context.WithoutCancel(ctx))
+	defer endPrepare()
+	prepared := e.prepare(ctx, prepCtx, endPrepare)
 	for _, f := range e.factories {
 		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 			if !ok {
@@ -207,6 +212,17 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 			}
 		}
 	}
+	select {
+	case err := <-prepared:
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("leader: Prepare: %w", err)
+		}
+	case <-ctx.Done():
+		return nil
+	}
 	e.ready.Store(true)
 	e.lease.log.Info("standing by", "leaseDuration", e.cfg.LeaseDuration, "renewDeadline", e.cfg.RenewDeadline, "retryPeriod", e.cfg.RetryPeriod)
 
@@ -214,6 +230,28 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 		return nil
 	}
 	return e.lead(ctx, work)
+}
+
+// prepare runs Config.Prepare, if any, with prepCtx, which end cancels
+// if ctx ends while Prepare runs (and only then: afterwards prepCtx lives
+// until Run returns). The channel delivers its result.
+func (e *Elector) prepare(ctx, prepCtx context.Context, end context.CancelFunc) <-chan error {
+	done := make(chan error, 1)
+	if e.cfg.Prepare == nil {
+		done <- nil
+		return done
+	}
+	stopEarly := context.AfterFunc(ctx, end)
+	go func() {
+		start := e.cfg.Clock.Now()
+		err := e.cfg.Prepare(prepCtx)
+		stopEarly()
+		if err == nil {
+			e.lease.log.Info("prepared to lead", "took", e.cfg.Clock.Since(start))
+		}
+		done <- err
+	}()
+	return done
 }
 
 // standbyRecheck is how often a standby whose watch reports a live holder

@@ -228,12 +228,18 @@ func TestRenewalConflictRereadsAndRenews(t *testing.T) {
 		return false, nil, nil
 	})
 	gets := countActions(client, "get", "leases")
-	r.awaitWaiting()
+	// Both timers of the term (its deadline and its next renewal) set.
+	require.Eventually(t, func() bool { return r.clock.Waiters() >= 2 }, waitFor, time.Millisecond)
 	r.clock.Step(DefaultRetryPeriod)
 	renewedAt := r.clock.Now()
 	require.Eventually(t, func() bool {
+		// A timer set for "now" by a loop that woke up meanwhile (the
+		// watch reporting its own write) fires on the next step only.
+		r.clock.Step(0)
 		return r.lease().Spec.RenewTime.Time.Equal(renewedAt)
 	}, waitFor, time.Millisecond, "the renewal was not retried after the conflict")
+	// The API has the renewal a moment before the elector records it.
+	require.Eventually(t, func() bool { return r.el.lease.lastRenewal().Equal(renewedAt) }, waitFor, time.Millisecond)
 	assert.Equal(t, int32(2), conflicts.Load(), "one conflict, one renewal")
 	assert.Greater(t, countActions(client, "get", "leases"), gets, "the conflict made it read the Lease")
 	assert.True(t, r.el.IsLeader())

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fastover/fastover/leader"
@@ -73,4 +77,55 @@ func ExampleConfig_Validate() {
 	// Config.Client: required
 	// Config.LeaseName: required
 	// Config.Endpoint.Address: "127.0.0.1" is a loopback address: other nodes cannot reach it, and the EndpointSlice API refuses it
+}
+
+// A warm standby: the informers start and sync in Prepare, while another
+// replica leads, and the replica competes for the Lease only once they
+// have synced. When it takes over, its work starts with full caches. Here
+// a fake clientset with three ConfigMaps stands in for the API server.
+func ExampleConfig_prepare() {
+	client := fake.NewClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "antrea", Name: "a"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "antrea", Name: "b"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "antrea", Name: "c"}},
+	)
+	// Set up the informers (and their event handlers) before Run.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace("antrea"))
+	configMaps := factory.Core().V1().ConfigMaps()
+	configMaps.Informer()
+
+	elector, err := leader.New(leader.Config{
+		Client:    client,
+		Namespace: "antrea",
+		LeaseName: "antrea-controller",
+		Identity:  "replica-a",
+		// Standby-time work: start the informers with Prepare's context,
+		// which lasts as long as Run, and wait for their caches.
+		Prepare: func(ctx context.Context) error {
+			factory.Start(ctx.Done())
+			for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+				if !ok {
+					return fmt.Errorf("cache of %v did not sync", typ)
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer factory.Shutdown()
+	ctx, stop := context.WithCancel(context.Background())
+	err = elector.Run(ctx, func(ctx context.Context) error {
+		all, _ := configMaps.Lister().List(labels.Everything())
+		fmt.Println("leading with", len(all), "ConfigMaps in the cache")
+		stop()
+		<-ctx.Done()
+		return nil
+	})
+	fmt.Println("Run returned", err)
+	// Output:
+	// leading with 3 ConfigMaps in the cache
+	// Run returned <nil>
 }

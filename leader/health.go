@@ -25,8 +25,8 @@ func (e *Elector) Check(_ *http.Request) error {
 	return nil
 }
 
-// Ready is a /readyz check: ready once the elector runs and its caches are
-// synced, for standbys as for the leader, so a Deployment of several
+// Ready is a /readyz check: ready once the elector runs, its caches are
+// synced and Config.Prepare has returned, for standbys as for the leader, so a Deployment of several
 // replicas is Available and `kubectl rollout status` completes. Which
 // replica receives traffic is the Service's endpoint's business, not
 // readiness's.

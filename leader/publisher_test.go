@@ -713,6 +713,9 @@ func TestPublishLoop(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	var leading atomic.Bool // the loop reads it while the test changes it
+	leading.Store(true)
+	tp.leading = leading.Load
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	acquired := clk.Now()
@@ -760,7 +763,7 @@ func TestPublishLoop(t *testing.T) {
 	}, waitFor, time.Millisecond)
 
 	// No longer leading: the loop ends by itself.
-	tp.leading = func() bool { return false }
+	leading.Store(false)
 	s = tp.apiSlice(t)
 	s.Endpoints[0].Addresses = []string{"10.9.9.9"}
 	require.NoError(t, tp.slices.Update(s))
