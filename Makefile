@@ -119,12 +119,16 @@ BENCH_RUNS ?= 10
 # Runs per election and scenario of the controller-runtime comparison
 # (tests/bench/ctrlfailover): a killed run waits out a 15s lease.
 CTRL_BENCH_RUNS ?= 5
+# Runs per kind and scenario of the warm-standby comparison
+# (tests/bench/warmstandby), and the ConfigMaps in its informers' cache.
+WARM_BENCH_RUNS ?= 5
+WARM_BENCH_OBJECTS ?= 20000
 # Steady-state window of the API-cost comparison (tests/bench/apicost), per
 # replica count (3 and 30): the requests a minute of leaders and standbys.
 APICOST_WINDOW ?= 2m
 
 .PHONY: bench
-bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election, API requests of leaders and standbys vs client-go (~28 min)
+bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election, warm vs cold client-go standbys, API requests of leaders and standbys vs client-go (~28 min)
 	@tests/tools/build.sh bench etcd kwok kube
 	@mkdir -p $(BIN)/bench
 	go build -o $(BIN)/fastover-webhook ./cmd/fastover-webhook
@@ -143,6 +147,9 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 	@echo
 	go build -o $(BIN)/configmap-operator ./examples/configmap-operator
 	go run ./tests/bench/ctrlfailover -bin $(BIN) -runs $(CTRL_BENCH_RUNS)
+	@echo
+	go build -o $(BIN)/informer-controller ./examples/informer-controller
+	go run ./tests/bench/warmstandby -bin $(BIN) -runs $(WARM_BENCH_RUNS) -objects $(WARM_BENCH_OBJECTS)
 	@echo
 	go run ./tests/bench/apicost -bin $(BIN) -window $(APICOST_WINDOW)
 

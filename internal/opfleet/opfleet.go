@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -36,6 +37,9 @@ const (
 	labelStamp          = "example.fastover.io/stamp"
 	annotationStampedBy = "example.fastover.io/stamped-by"
 	annotationStampedAt = "example.fastover.io/stamped-at"
+	// annotationCached is the informer-controller's: how many objects its
+	// cache held when it stamped.
+	annotationCached = "example.fastover.io/cached"
 )
 
 // Election is the operator's --leader-election.
@@ -68,7 +72,11 @@ type Fleet struct {
 	Election  Election
 	Durations fleet.Durations
 	Replicas  []*Replica
-	http      *http.Client
+	// Args, if set, gives a replica's flags in place of the example
+	// operator's, for another program that stamps the same way
+	// (examples/informer-controller).
+	Args func(r *Replica) []string
+	http *http.Client
 }
 
 // New prepares a fleet; Setup creates its objects, Add starts replicas.
@@ -79,10 +87,11 @@ func New(env *cluster.Env, binary, namespace, name string, election Election, d 
 	}
 }
 
-// Setup creates the namespace, the ConfigMap to reconcile and, with
-// fastover, the selector-less Service.
+// Setup creates the namespace (unless it exists: fleets may share one),
+// the ConfigMap to reconcile and, with fastover, the selector-less
+// Service.
 func (f *Fleet) Setup(ctx context.Context) error {
-	if err := f.Env.CreateNamespace(ctx, f.Namespace, nil); err != nil {
+	if err := f.Env.CreateNamespace(ctx, f.Namespace, nil); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	cm := &corev1.ConfigMap{
@@ -126,6 +135,11 @@ func (f *Fleet) Add(n int) error {
 func (f *Fleet) Start(r *Replica) error {
 	if r.Proc != nil {
 		return r.Proc.Start()
+	}
+	if f.Args != nil {
+		p, err := f.Env.StartProcess(string(f.Election)+"-"+r.ID, f.Binary, f.Args(r)...)
+		r.Proc = p
+		return err
 	}
 	args := []string{
 		"--kubeconfig=" + f.Env.Kubeconfig,
@@ -203,6 +217,9 @@ type Stamp struct {
 	By   string
 	At   time.Time // when the reconcile ran
 	Seen time.Time // when the watch delivered it
+	// Cached is how many objects the stamping replica's cache held (the
+	// informer-controller's), -1 if the stamp does not say.
+	Cached int
 }
 
 // Stamps records every stamp of the ConfigMap, from a watch.
@@ -233,9 +250,13 @@ func (f *Fleet) WatchStamps(ctx context.Context) (*Stamps, error) {
 				continue
 			}
 			at, _ := time.Parse(time.RFC3339Nano, cm.Annotations[annotationStampedAt])
+			cached, err := strconv.Atoi(cm.Annotations[annotationCached])
+			if err != nil {
+				cached = -1
+			}
 			s.mu.Lock()
 			if n := len(s.stamps); n == 0 || s.stamps[n-1].By != by || !s.stamps[n-1].At.Equal(at) {
-				s.stamps = append(s.stamps, Stamp{By: by, At: at, Seen: time.Now()})
+				s.stamps = append(s.stamps, Stamp{By: by, At: at, Seen: time.Now(), Cached: cached})
 				close(s.wake)
 				s.wake = make(chan struct{})
 			}

@@ -58,7 +58,7 @@ func run() error {
 		}
 		ns = append(ns, n)
 	}
-	d, err := parseDurations(*durations)
+	d, err := fleet.ParseDurations(*durations)
 	if err != nil {
 		return err
 	}
@@ -160,20 +160,4 @@ func run() error {
 			*controllers*watches(fo), *controllers*watches(cg))
 	}
 	return nil
-}
-
-func parseDurations(s string) (fleet.Durations, error) {
-	parts := strings.Split(strings.TrimSpace(s), "/")
-	if len(parts) != 3 {
-		return fleet.Durations{}, fmt.Errorf("durations %q: want lease/renew/retry, e.g. 15s/10s/2s", s)
-	}
-	var v [3]time.Duration
-	for i, p := range parts {
-		d, err := time.ParseDuration(p)
-		if err != nil {
-			return fleet.Durations{}, fmt.Errorf("durations %q: %w", s, err)
-		}
-		v[i] = d
-	}
-	return fleet.Durations{Lease: v[0], Renew: v[1], Retry: v[2]}, nil
 }

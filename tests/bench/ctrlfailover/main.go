@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/internal/opfleet"
+	"github.com/fastover/fastover/tests/harness/benchstat"
 )
 
 func main() {
@@ -70,7 +70,7 @@ func run() error {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
-	d, err := parseDurations(*durations)
+	d, err := fleet.ParseDurations(*durations)
 	if err != nil {
 		return err
 	}
@@ -142,21 +142,21 @@ func run() error {
 	for si, sc := range scenarios {
 		for ii, im := range impls {
 			k := [2]int{si, ii}
-			rec, ep := column(results[k], func(s sample) time.Duration { return s.reconcile }), "–"
+			rec, ep := benchstat.Summary(times(results[k], func(s sample) time.Duration { return s.reconcile })), "–"
 			if im.published != nil {
-				ep = column(results[k], func(s sample) time.Duration { return s.endpoint })
+				ep = benchstat.Summary(times(results[k], func(s sample) time.Duration { return s.endpoint }))
 			}
 			fmt.Printf("| %-17s | %-21s | %-30s | %-30s |\n", sc.name, im.name, rec, ep)
-			v := sorted(results[k], func(s sample) time.Duration { return s.reconcile })
-			p50[k], maxOf[k] = v[len(v)/2], v[len(v)-1]
+			v := times(results[k], func(s sample) time.Duration { return s.reconcile })
+			p50[k], maxOf[k] = benchstat.Median(v), benchstat.Max(v)
 		}
 	}
 	fmt.Println()
 	cr, fo := p50[[2]int{0, 0}], p50[[2]int{0, 1}]
-	fmt.Printf("planned: fastover p50 %s vs controller-runtime %s: %.1fx faster (goal: at least 10x)\n", round(fo), round(cr), float64(cr)/float64(fo))
+	fmt.Printf("planned: fastover p50 %s vs controller-runtime %s: %.1fx faster (goal: at least 10x)\n", benchstat.Round(fo), benchstat.Round(cr), float64(cr)/float64(fo))
 	fmt.Printf("killed:  fastover p50 %s, max %s: lease %+dms at p50, %+dms at most (goal: at most lease + 100ms); controller-runtime p50 %s\n",
-		round(p50[[2]int{1, 1}]), round(maxOf[[2]int{1, 1}]),
-		(p50[[2]int{1, 1}] - d.Lease).Milliseconds(), (maxOf[[2]int{1, 1}] - d.Lease).Milliseconds(), round(p50[[2]int{1, 0}]))
+		benchstat.Round(p50[[2]int{1, 1}]), benchstat.Round(maxOf[[2]int{1, 1}]),
+		(p50[[2]int{1, 1}] - d.Lease).Milliseconds(), (maxOf[[2]int{1, 1}] - d.Lease).Milliseconds(), benchstat.Round(p50[[2]int{1, 0}]))
 	return nil
 }
 
@@ -209,42 +209,11 @@ func measure(ctx context.Context, im *impl, sig syscall.Signal, d fleet.Duration
 	return s, nil
 }
 
-func sorted(v []sample, of func(sample) time.Duration) []time.Duration {
+// times returns one time of each sample.
+func times(v []sample, of func(sample) time.Duration) []time.Duration {
 	out := make([]time.Duration, len(v))
 	for i, s := range v {
 		out[i] = of(s)
 	}
-	slices.Sort(out)
 	return out
-}
-
-func column(v []sample, of func(sample) time.Duration) string {
-	s := sorted(v, of)
-	return fmt.Sprintf("%s (%s–%s)", round(s[len(s)/2]), round(s[0]), round(s[len(s)-1]))
-}
-
-func parseDurations(s string) (fleet.Durations, error) {
-	parts := strings.Split(strings.TrimSpace(s), "/")
-	if len(parts) != 3 {
-		return fleet.Durations{}, fmt.Errorf("durations %q: want lease/renew/retry, e.g. 15s/10s/2s", s)
-	}
-	var v [3]time.Duration
-	for i, p := range parts {
-		d, err := time.ParseDuration(p)
-		if err != nil {
-			return fleet.Durations{}, fmt.Errorf("durations %q: %w", s, err)
-		}
-		if d <= 0 {
-			return fleet.Durations{}, fmt.Errorf("durations %q: %v must be positive", s, d)
-		}
-		v[i] = d
-	}
-	return fleet.Durations{Lease: v[0], Renew: v[1], Retry: v[2]}, nil
-}
-
-func round(d time.Duration) string {
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	return d.Round(10 * time.Millisecond).String()
 }

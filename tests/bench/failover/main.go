@@ -24,6 +24,7 @@ import (
 
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/tests/harness/benchstat"
 )
 
 func main() {
@@ -53,7 +54,7 @@ func run() error {
 	}
 	var ds []fleet.Durations
 	for _, s := range strings.Split(*settings, ",") {
-		d, err := parseDurations(s)
+		d, err := fleet.ParseDurations(s)
 		if err != nil {
 			return err
 		}
@@ -125,7 +126,7 @@ func run() error {
 				v := results[key{di, si, ii}]
 				slices.Sort(v)
 				fmt.Printf("%-12s %-20s %-26s %5d %9s %9s %9s\n", d, sc.name, im.name, len(v),
-					round(v[0]), round(v[len(v)/2]), round(v[len(v)-1]))
+					benchstat.Round(v[0]), benchstat.Round(v[len(v)/2]), benchstat.Round(v[len(v)-1]))
 			}
 		}
 		for _, f := range fleets {
@@ -144,7 +145,7 @@ func run() error {
 				extra = fmt.Sprintf("; fastover p50 is the lease duration %+dms", (o - d.Lease).Milliseconds())
 			}
 			fmt.Printf("%-12s %-20s fastover p50 %9s vs client-go %9s: %.1fx faster%s\n",
-				d, sc.name, round(o), round(b), float64(b)/float64(o), extra)
+				d, sc.name, benchstat.Round(o), benchstat.Round(b), float64(b)/float64(o), extra)
 		}
 	}
 	return nil
@@ -179,27 +180,4 @@ func measure(ctx context.Context, f *fleet.Fleet, sig syscall.Signal, d fleet.Du
 	// only tries every retry period).
 	time.Sleep(max(d.Retry, time.Second))
 	return took, nil
-}
-
-func parseDurations(s string) (fleet.Durations, error) {
-	parts := strings.Split(strings.TrimSpace(s), "/")
-	if len(parts) != 3 {
-		return fleet.Durations{}, fmt.Errorf("durations %q: want lease/renew/retry, e.g. 15s/10s/2s", s)
-	}
-	var v [3]time.Duration
-	for i, p := range parts {
-		d, err := time.ParseDuration(p)
-		if err != nil {
-			return fleet.Durations{}, fmt.Errorf("durations %q: %w", s, err)
-		}
-		v[i] = d
-	}
-	return fleet.Durations{Lease: v[0], Renew: v[1], Retry: v[2]}, nil
-}
-
-func round(d time.Duration) string {
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	return d.Round(10 * time.Millisecond).String()
 }
