@@ -319,3 +319,62 @@ func WaitPublished(ctx context.Context, l *fleet.Log, addr string, timeout time.
 	}
 	return at, nil
 }
+
+// Handover is what one signalled leader's handover took, from the signal.
+type Handover struct {
+	// Old is the signalled replica; New the one that stamped next.
+	Old, New *Replica
+	// Stamp is New's first stamp.
+	Stamp Stamp
+	// Work is the time to New's first stamp (its clock, the same host's).
+	Work time.Duration
+	// Endpoint is the time until the Service's EndpointSlices named New
+	// only; 0 if not watched.
+	Endpoint time.Duration
+}
+
+// HandOver signals the replica that stamped last and times the handover:
+// it waits up to timeout for a stamp by another replica and, if published
+// is not nil, for the Service's EndpointSlices to name that replica only.
+func (f *Fleet) HandOver(ctx context.Context, stamps *Stamps, published *fleet.Log, sig syscall.Signal, timeout time.Duration) (Handover, error) {
+	all := stamps.All()
+	if len(all) == 0 {
+		return Handover{}, errors.New("no stamp yet")
+	}
+	var h Handover
+	if h.Old = f.ByID(all[len(all)-1].By); h.Old == nil || h.Old.Proc == nil || !h.Old.Proc.Running() {
+		return h, fmt.Errorf("the last stamp is by %q, not a running replica", all[len(all)-1].By)
+	}
+	if err := h.Old.Proc.Signal(sig); err != nil {
+		return h, err
+	}
+	start := time.Now()
+	var err error
+	if h.Stamp, err = stamps.Next(len(all), h.Old.ID, timeout); err != nil {
+		return h, err
+	}
+	at := h.Stamp.At
+	if at.IsZero() {
+		at = h.Stamp.Seen
+	}
+	h.Work = at.Sub(start)
+	if h.New = f.ByID(h.Stamp.By); h.New == nil {
+		return h, fmt.Errorf("stamped by %q, not a replica", h.Stamp.By)
+	}
+	if published != nil {
+		seen, err := WaitPublished(ctx, published, h.New.Address(), 30*time.Second)
+		if err != nil {
+			return h, err
+		}
+		h.Endpoint = seen.Sub(start)
+	}
+	return h, nil
+}
+
+// Restart waits up to 30 s for the replica to exit and starts it again.
+func (f *Fleet) Restart(r *Replica) error {
+	if exited, _ := r.Proc.WaitExit(30 * time.Second); !exited {
+		return fmt.Errorf("%s still runs 30s after its signal", r.ID)
+	}
+	return f.Start(r)
+}

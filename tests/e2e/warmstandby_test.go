@@ -52,21 +52,13 @@ func TestWarmStandby(t *testing.T) {
 	// the new leader's first work, which must see the whole cache.
 	handOver := func(k kind, sig syscall.Signal, timeout time.Duration) time.Duration {
 		t.Helper()
-		all := k.stamps.All()
-		old := k.f.ByID(all[len(all)-1].By)
-		require.NotNil(t, old)
-		require.NoError(t, old.Proc.Signal(sig))
-		signalled := time.Now()
-		st, err := k.stamps.Next(len(all), old.ID, timeout)
+		h, err := k.f.HandOver(ctx, k.stamps, nil, sig, timeout)
 		require.NoError(t, err)
-		assert.Equal(t, objects, st.Cached, "the new leader %s worked with a partial cache", st.By)
-		took := st.At.Sub(signalled)
-		exited, _ := old.Proc.WaitExit(30 * time.Second)
-		require.True(t, exited, "%s still runs after %v", old.ID, sig)
-		require.NoError(t, k.f.Start(old))
-		require.NoError(t, k.f.WaitReady(ctx, old, time.Minute))
+		assert.Equal(t, objects, h.Stamp.Cached, "the new leader %s worked with a partial cache", h.New.ID)
+		require.NoError(t, k.f.Restart(h.Old))
+		require.NoError(t, k.f.WaitReady(ctx, h.Old, time.Minute))
 		time.Sleep(500 * time.Millisecond) // its Lease watch established
-		return took
+		return h.Work
 	}
 
 	warm := start("warm", true)

@@ -164,49 +164,17 @@ func run() error {
 // reconcile and endpoint; then it restarts the signalled replica as a
 // standby.
 func measure(ctx context.Context, im *impl, sig syscall.Signal, d fleet.Durations) (sample, error) {
-	all := im.stamps.All()
-	if len(all) == 0 {
-		return sample{}, errors.New("no stamp yet")
-	}
-	old := im.f.ByID(all[len(all)-1].By)
-	if old == nil || old.Proc == nil || !old.Proc.Running() {
-		return sample{}, fmt.Errorf("the last stamp is by %q, not a running replica", all[len(all)-1].By)
-	}
-	n := len(all)
-	if err := old.Proc.Signal(sig); err != nil {
-		return sample{}, err
-	}
-	start := time.Now()
-	st, err := im.stamps.Next(n, old.ID, d.Lease+30*time.Second)
+	h, err := im.f.HandOver(ctx, im.stamps, im.published, sig, d.Lease+30*time.Second)
 	if err != nil {
 		return sample{}, err
 	}
-	at := st.At
-	if at.IsZero() {
-		at = st.Seen
-	}
-	s := sample{reconcile: at.Sub(start)}
-	if im.published != nil {
-		next := im.f.ByID(st.By)
-		if next == nil {
-			return sample{}, fmt.Errorf("stamped by %q, not a replica", st.By)
-		}
-		seen, err := opfleet.WaitPublished(ctx, im.published, next.Address(), 30*time.Second)
-		if err != nil {
-			return sample{}, err
-		}
-		s.endpoint = seen.Sub(start)
-	}
-	if exited, _ := old.Proc.WaitExit(30 * time.Second); !exited {
-		return sample{}, fmt.Errorf("%s still runs 30s after %v", old.ID, sig)
-	}
-	if err := im.f.Start(old); err != nil {
+	if err := im.f.Restart(h.Old); err != nil {
 		return sample{}, err
 	}
 	// Let the restarted replica settle as a standby (caches synced; a
 	// controller-runtime standby tries every retry period).
 	time.Sleep(max(d.Retry, 2*time.Second))
-	return s, nil
+	return sample{reconcile: h.Work, endpoint: h.Endpoint}, nil
 }
 
 // times returns one time of each sample.

@@ -172,50 +172,20 @@ func run() error {
 // work and endpoint; then it restarts the signalled replica and waits for
 // it to stand by ready (a warm one, with its cache synced).
 func measure(ctx context.Context, k *kind, sig syscall.Signal, d fleet.Durations, objects int) (sample, error) {
-	all := k.stamps.All()
-	if len(all) == 0 {
-		return sample{}, errors.New("no stamp yet")
-	}
-	old := k.f.ByID(all[len(all)-1].By)
-	if old == nil || old.Proc == nil || !old.Proc.Running() {
-		return sample{}, fmt.Errorf("the last stamp is by %q, not a running replica", all[len(all)-1].By)
-	}
-	n := len(all)
-	if err := old.Proc.Signal(sig); err != nil {
-		return sample{}, err
-	}
-	start := time.Now()
-	st, err := k.stamps.Next(n, old.ID, d.Lease+time.Minute)
+	h, err := k.f.HandOver(ctx, k.stamps, k.published, sig, d.Lease+time.Minute)
 	if err != nil {
 		return sample{}, err
 	}
-	if st.Cached != objects {
-		return sample{}, fmt.Errorf("%s took over with %d objects in its cache, not %d", st.By, st.Cached, objects)
+	if h.Stamp.Cached != objects {
+		return sample{}, fmt.Errorf("%s took over with %d objects in its cache, not %d", h.New.ID, h.Stamp.Cached, objects)
 	}
-	at := st.At
-	if at.IsZero() {
-		at = st.Seen
-	}
-	s := sample{work: at.Sub(start)}
-	next := k.f.ByID(st.By)
-	if next == nil {
-		return sample{}, fmt.Errorf("stamped by %q, not a replica", st.By)
-	}
-	seen, err := opfleet.WaitPublished(ctx, k.published, next.Address(), 30*time.Second)
-	if err != nil {
+	if err := k.f.Restart(h.Old); err != nil {
 		return sample{}, err
 	}
-	s.endpoint = seen.Sub(start)
-	if exited, _ := old.Proc.WaitExit(30 * time.Second); !exited {
-		return sample{}, fmt.Errorf("%s still runs 30s after %v", old.ID, sig)
-	}
-	if err := k.f.Start(old); err != nil {
-		return sample{}, err
-	}
-	if err := k.f.WaitReady(ctx, old, 2*time.Minute); err != nil {
+	if err := k.f.WaitReady(ctx, h.Old, 2*time.Minute); err != nil {
 		return sample{}, err
 	}
 	// Let it settle as a standby (its watch of the Lease established).
 	time.Sleep(time.Second)
-	return s, nil
+	return sample{work: h.Work, endpoint: h.Endpoint}, nil
 }
