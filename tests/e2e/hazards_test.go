@@ -88,6 +88,15 @@ func TestHazards(t *testing.T) {
 		_, err = client.CoreV1().Pods(ns).Create(ctx, bare("plain-probe"), dry)
 		require.NoError(t, err)
 		assert.Empty(t, rec.take(), "a pod of no StatefulSet gets no warning")
+
+		// The pods a StatefulSet creates have kube-controller-manager for
+		// client, which discards warnings (client-go's NoWarnings): the
+		// audit is where those show.
+		if lines := grepLines(controllerManagerLog(t, env), "fastover set this StatefulSet pod"); len(lines) > 0 {
+			t.Logf("kube-controller-manager logged the warning: %s", strings.TrimSpace(lines[0]))
+		} else {
+			t.Log("kube-controller-manager, which created web-0, did not log the warning")
+		}
 	})
 
 	t.Run("kubectl fastover audit warns about the StatefulSet pod", func(t *testing.T) {
@@ -256,6 +265,8 @@ func disruptedZone(ctx context.Context, t *testing.T, env *cluster.Env, f *fleet
 			assert.Contains(t, kinds, n.pod.Name+":disrupted-zone", "the pod bound to the lost %s", n.name)
 		}
 	}
+	table, _ := kubectlFastover(ctx, t, env, "audit", "-n", ns, "--rule-config=")
+	t.Logf("kubectl fastover audit -n %s, zone b disrupted:\n%s", ns, table)
 
 	// One node comes back: 2 of 5 not ready, the zone is Normal again and
 	// the remaining nodes are tainted at --node-eviction-rate (0.1/s).
