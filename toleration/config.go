@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"strings"
 	"time"
@@ -18,20 +17,20 @@ import (
 )
 
 // The rule's published home: the ConfigMap fastover installs in the
-// webhook's namespace. The webhook and the reconciler read its key as a
-// file (the ConfigMap mounted as a volume, RuleFile in the manifests);
-// kubectl-fastover reads it through the API. It is the rule's contract:
-// the rule flags of a process override it for that process only.
+// webhook's namespace, one key per field of the rule (ParseRuleData). The
+// webhook and the reconciler read it as the directory the ConfigMap is
+// mounted as (RuleFile, --rule-file in the manifests); kubectl-fastover
+// and the MutatingAdmissionPolicy of policy mode read it through the API.
+// It is the rule's contract: the rule flags of a process override it for
+// that process only.
 const (
 	// RuleConfigMapNamespace and RuleConfigMapName name the ConfigMap.
 	RuleConfigMapNamespace = "fastover-system"
 	RuleConfigMapName      = "fastover-rule"
-	// RuleConfigMapKey is its key that holds the rule, in the format of
-	// ParseRuleConfig.
-	RuleConfigMapKey = "rule.yaml"
-	// RuleFile is where the manifests mount that key in the webhook's and
-	// the reconciler's containers (fastover-webhook --rule-file).
-	RuleFile = "/etc/fastover/rule/" + RuleConfigMapKey
+	// RuleFile is where the manifests mount the ConfigMap in the webhook's
+	// and the reconciler's containers (fastover-webhook --rule-file): a
+	// directory with a file per key.
+	RuleFile = "/etc/fastover/rule"
 )
 
 // The rule's format: its apiVersion and kind.
@@ -54,8 +53,9 @@ type ruleConfig struct {
 	DefaultTolerationSeconds *int64 `json:"defaultTolerationSeconds,omitempty"`
 }
 
-// ParseRuleConfig reads a rule in fastover's format (the key rule.yaml of
-// the ConfigMap fastover-rule), YAML or JSON:
+// ParseRuleConfig reads a rule file in fastover's format, YAML or JSON,
+// for a process given --rule-file outside the cluster (in the cluster the
+// rule is the ConfigMap's keys, ParseRuleData):
 //
 //	apiVersion: fastover.io/v1alpha1
 //	kind: Rule
@@ -202,23 +202,23 @@ func MarshalRuleConfig(r Rule) ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-// LoadRuleFile reads and parses the rule file at path (the ConfigMap's key
-// mounted as a volume). Errors name the file.
+// LoadRuleFile reads and parses the rule at path: the directory the
+// ConfigMap fastover-rule is mounted as (its keys, ParseRuleData), or a
+// rule file (ParseRuleConfig). Errors name the path.
 func LoadRuleFile(path string) (Rule, error) {
 	r, _, err := loadRuleFile(path)
 	return r, err
 }
 
 func loadRuleFile(path string) (Rule, []byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Rule{}, nil, fmt.Errorf("rule file: %w", err)
+	content, r, readErr, parseErr := readRuleSource(path)
+	if readErr != nil {
+		return Rule{}, nil, fmt.Errorf("rule file: %w", readErr)
 	}
-	r, err := ParseRuleConfig(data)
-	if err != nil {
-		return Rule{}, data, fmt.Errorf("rule file %s: %w", path, err)
+	if parseErr != nil {
+		return Rule{}, content, fmt.Errorf("rule file %s: %w", path, parseErr)
 	}
-	return r, data, nil
+	return r, content, nil
 }
 
 // WithFlags returns r with each rule flag (see AddFlags) that given
@@ -243,9 +243,10 @@ func (r Rule) WithFlags(flags Rule, given func(name string) bool) Rule {
 // DefaultRuleFileInterval is how often a RuleWatcher reads its file.
 const DefaultRuleFileInterval = 2 * time.Second
 
-// RuleWatcher keeps a rule file's rule current, without a restart.
+// RuleWatcher keeps a rule file's rule current, without a restart: the
+// directory of the ConfigMap fastover-rule, or a rule file.
 //
-// It polls: every Interval it reads the file (a few hundred bytes) and,
+// It polls: every Interval it reads the files (a few hundred bytes) and,
 // when the content differs from the last read, parses it. The kubelet
 // updates a ConfigMap volume by writing a new timestamped directory and
 // swapping the ..data symlink to it; reading the file by its path always
@@ -304,7 +305,7 @@ func (w *RuleWatcher) Watch(ctx context.Context) {
 
 // check reads the file once and reports a change.
 func (w *RuleWatcher) check() {
-	data, err := os.ReadFile(w.Path)
+	data, r, err, parseErr := readRuleSource(w.Path)
 	if err != nil {
 		if msg := err.Error(); msg != w.lastErr {
 			w.lastErr = msg
@@ -317,9 +318,8 @@ func (w *RuleWatcher) check() {
 		return
 	}
 	w.last = data
-	r, err := ParseRuleConfig(data)
-	if err != nil {
-		w.fail(fmt.Errorf("rule file %s: %w (the last good rule stays in force)", w.Path, err))
+	if parseErr != nil {
+		w.fail(fmt.Errorf("rule file %s: %w (the last good rule stays in force)", w.Path, parseErr))
 		return
 	}
 	if w.Changed != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,6 +158,7 @@ func FuzzParseRuleConfig(f *testing.F) {
 // ..data.
 func kubeletWrite(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
 	ts, err := os.MkdirTemp(dir, "..ts-")
 	require.NoError(t, err)
 	for name, content := range files {
@@ -225,13 +225,14 @@ func (e *events) last() (Rule, error) {
 }
 
 // TestRuleWatcher: the watcher follows the kubelet's updates of a
-// ConfigMap volume: a new rule is reported, a bad one is an error once
-// (the last good rule stays), a vanished file an error once, and the same
-// content again nothing.
+// ConfigMap volume, the directory of the ConfigMap fastover-rule's keys: a
+// new rule is reported, a bad one is an error once (the last good rule
+// stays), a vanished directory an error once, and the same content again
+// nothing.
 func TestRuleWatcher(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, RuleConfigMapKey)
-	kubeletWrite(t, dir, map[string]string{RuleConfigMapKey: header + "tolerationSeconds: 5\n"})
+	dir := filepath.Join(t.TempDir(), "rule")
+	path := dir
+	kubeletWrite(t, dir, map[string]string{RuleKeyTolerationSeconds: "5"})
 	e := &events{}
 	w := e.watcher(path)
 	r, err := w.Load()
@@ -261,24 +262,24 @@ func TestRuleWatcher(t *testing.T) {
 	}
 	waitFor(0, 0)
 
-	kubeletWrite(t, dir, map[string]string{RuleConfigMapKey: header + "tolerationSeconds: 6\nnotReadyTolerationSeconds: 30\n"})
+	kubeletWrite(t, dir, map[string]string{RuleKeyTolerationSeconds: "6", RuleKeyNotReadyTolerationSeconds: "30"})
 	waitFor(1, 0)
 	got, _ := e.last()
 	assert.Equal(t, Rule{TolerationSeconds: 6, NotReadyTolerationSeconds: ptr.To[int64](30), DefaultTolerationSeconds: 300}, got)
 
-	kubeletWrite(t, dir, map[string]string{RuleConfigMapKey: header + "tolerationSeconds: -6\n"})
+	kubeletWrite(t, dir, map[string]string{RuleKeyTolerationSeconds: "-6"})
 	waitFor(1, 1)
 	_, err = e.last()
-	assert.ErrorContains(t, err, "tolerationSeconds: must not be negative")
+	assert.ErrorContains(t, err, `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-6"`)
 	assert.ErrorContains(t, err, path)
 	assert.ErrorContains(t, err, "the last good rule stays in force")
 
-	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.RemoveAll(path))
 	waitFor(1, 2)
 	_, err = e.last()
 	assert.ErrorIs(t, err, os.ErrNotExist)
 
-	kubeletWrite(t, dir, map[string]string{RuleConfigMapKey: header + "tolerationSeconds: 7\n"})
+	kubeletWrite(t, dir, map[string]string{RuleKeyTolerationSeconds: "7"})
 	waitFor(2, 2)
 	got, _ = e.last()
 	assert.Equal(t, int64(7), got.TolerationSeconds)
@@ -317,5 +318,6 @@ func TestRuleWatcherLoad(t *testing.T) {
 }
 
 func TestRuleFileConstants(t *testing.T) {
-	assert.True(t, strings.HasSuffix(RuleFile, "/"+RuleConfigMapKey))
+	assert.Equal(t, "/etc/fastover/rule", RuleFile, "a directory: the ConfigMap's keys as files")
+	assert.Equal(t, []string{"tolerationSeconds", "notReadyTolerationSeconds", "defaultTolerationSeconds"}, RuleKeys())
 }

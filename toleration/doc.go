@@ -25,9 +25,11 @@
 //
 // The rule's knobs are the fields of Rule (DefaultRule gives fastover's
 // defaults; Validate reports every bad field). Its one published home is
-// the ConfigMap fastover-system/fastover-rule, key rule.yaml
-// (ParseRuleConfig reads that format, LoadRuleFile and RuleWatcher the
-// file it is mounted as); AddFlags binds the same knobs to command-line
+// the ConfigMap fastover-system/fastover-rule, one key per field
+// (ParseRuleData reads its data; LoadRuleFile and RuleWatcher the
+// directory it is mounted as, or a rule file in the format of
+// ParseRuleConfig); the MutatingAdmissionPolicy of policy mode reads the
+// same keys in CEL. AddFlags binds the same knobs to command-line
 // flags, shared by fastover-webhook and kubectl-fastover, which override
 // the ConfigMap for that process only (Rule.WithFlags).
 package toleration

@@ -17,9 +17,9 @@ import (
 type RuleSourceOptions struct {
 	// Rule is the rule when File is empty; default toleration.DefaultRule().
 	Rule *toleration.Rule
-	// File, if set, is the rule file (the ConfigMap fastover-rule's key
-	// rule.yaml, mounted as a volume), in the format of
-	// toleration.ParseRuleConfig. It is read at start (a missing or bad
+	// File, if set, is the rule: the directory the ConfigMap
+	// fastover-rule is mounted as (toleration.ParseRuleData), or a rule
+	// file (toleration.ParseRuleConfig). It is read at start (a missing or bad
 	// file is an error of NewRuleSource) and again every Interval: a
 	// change is applied without a restart; a change that does not parse
 	// is logged and counted, and the last good rule stays in force.

@@ -18,12 +18,13 @@ import (
 
 const ruleHeader = "apiVersion: fastover.io/v1alpha1\nkind: Rule\n"
 
-// writeRule writes rule.yaml into dir as the kubelet does for the
-// ConfigMap fastover-rule, and returns the file's path.
+// writeRule writes a rule file, rule.yaml, into dir as the kubelet
+// writes a volume, and returns the file's path. (The ConfigMap's own
+// layout, a file per key, is read the same way: toleration's tests.)
 func writeRule(t *testing.T, dir, content string) string {
 	t.Helper()
-	require.NoError(t, install.WriteKubeletDir(dir, map[string][]byte{toleration.RuleConfigMapKey: []byte(content)}))
-	return filepath.Join(dir, toleration.RuleConfigMapKey)
+	require.NoError(t, install.WriteKubeletDir(dir, map[string][]byte{"rule.yaml": []byte(content)}))
+	return filepath.Join(dir, "rule.yaml")
 }
 
 func TestRuleSourceFlags(t *testing.T) {

@@ -91,9 +91,10 @@ type Options struct {
 	// toleration.DefaultRule(). With RuleFile, RuleOverride says which of
 	// its fields win over the file.
 	Rule *toleration.Rule
-	// RuleFile, if set, is the rule in force: the ConfigMap fastover-rule's
-	// rule.yaml mounted as a volume (toleration.RuleFile in the manifests),
-	// in the format of toleration.ParseRuleConfig. NewServer fails if it
+	// RuleFile, if set, is the rule in force: the directory the ConfigMap
+	// fastover-rule is mounted as (toleration.RuleFile in the manifests;
+	// toleration.ParseRuleData), or a rule file in the format of
+	// toleration.ParseRuleConfig. NewServer fails if it
 	// cannot be read or parsed; then it is read again every
 	// RuleReloadInterval (default toleration.DefaultRuleFileInterval), and a
 	// change is applied to new requests without a restart. A change that

@@ -66,8 +66,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.opts.ShutdownTimeout, "shutdown-timeout", 15*time.Second,
 		"then wait at most this long for the requests in flight; terminationGracePeriodSeconds must exceed both together")
 	fs.StringVar(&c.opts.RuleFile, "rule-file", "",
-		"the rule: a file in the format of the ConfigMap fastover-rule's rule.yaml (the manifests mount it at "+toleration.RuleFile+
-			"), re-read every few seconds and applied without a restart; a rule flag given here wins over it, for this process only (empty: the rule flags alone)")
+		"the rule: the directory the ConfigMap fastover-rule is mounted as, a file per key (the manifests mount it at "+toleration.RuleFile+
+			"), or a rule file (apiVersion: fastover.io/v1alpha1, kind: Rule), re-read every few seconds and applied without a restart; a rule flag given here wins over it, for this process only (empty: the rule flags alone)")
 	rule.AddFlags(fs)
 	c.reconcile.bindFlags(fs)
 	c.zap.BindFlags(fs)

@@ -19,7 +19,7 @@ import (
 const defaultRuleConfig = toleration.RuleConfigMapNamespace + "/" + toleration.RuleConfigMapName
 
 // resolveRule returns the rule audit and fix apply, and where it comes
-// from: the ConfigMap --rule-config (key rule.yaml), with the rule flags
+// from: the ConfigMap --rule-config (its keys, toleration.ParseRuleData), with the rule flags
 // given on the command line on top; the flags alone (over fastover's
 // defaults) when --rule-config is "". A ConfigMap that is missing,
 // unreadable or bad is an error that says so and how to go on.
@@ -41,13 +41,9 @@ func (o *options) resolveRule(ctx context.Context, client kubernetes.Interface, 
 	case err != nil:
 		return toleration.Rule{}, "", fmt.Errorf("read the rule, ConfigMap %s: %w", o.ruleConfig, err)
 	}
-	data, ok := cm.Data[toleration.RuleConfigMapKey]
-	if !ok {
-		return toleration.Rule{}, "", fmt.Errorf("ConfigMap %s has no key %s, the rule", o.ruleConfig, toleration.RuleConfigMapKey)
-	}
-	rule, err := toleration.ParseRuleConfig([]byte(data))
+	rule, err := toleration.ParseRuleData(cm.Data)
 	if err != nil {
-		return toleration.Rule{}, "", fmt.Errorf("ConfigMap %s, key %s: %w", o.ruleConfig, toleration.RuleConfigMapKey, err)
+		return toleration.Rule{}, "", fmt.Errorf("ConfigMap %s: %w", o.ruleConfig, err)
 	}
 	// The rule flags given here win over the ConfigMap's.
 	var given bool

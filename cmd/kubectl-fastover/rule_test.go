@@ -25,12 +25,11 @@ func ruleConfigMap(ns, name string, data map[string]string) *corev1.ConfigMap {
 }
 
 func TestResolveRule(t *testing.T) {
-	const header = "apiVersion: fastover.io/v1alpha1\nkind: Rule\n"
 	tuned := ruleConfigMap("fastover-system", "fastover-rule", map[string]string{
-		"rule.yaml": header + "tolerationSeconds: 5\nnotReadyTolerationSeconds: 30\n"})
-	other := ruleConfigMap("other", "rule", map[string]string{"rule.yaml": header + "tolerationSeconds: 8\ndefaultTolerationSeconds: 200\n"})
-	bad := ruleConfigMap("other", "bad", map[string]string{"rule.yaml": header + "tolerationSeconds: -8\n"})
-	noKey := ruleConfigMap("other", "nokey", map[string]string{"rules.yaml": header})
+		"tolerationSeconds": "5", "notReadyTolerationSeconds": "30"})
+	other := ruleConfigMap("other", "rule", map[string]string{"tolerationSeconds": "8", "defaultTolerationSeconds": "200"})
+	bad := ruleConfigMap("other", "bad", map[string]string{"tolerationSeconds": "-8"})
+	legacy := ruleConfigMap("other", "legacy", map[string]string{"rule.yaml": "apiVersion: fastover.io/v1alpha1\nkind: Rule\n"})
 	for _, tc := range []struct {
 		name    string
 		objects []runtime.Object
@@ -54,8 +53,9 @@ func TestResolveRule(t *testing.T) {
 		{name: "a named ConfigMap must exist", args: []string{"--rule-config=other/none"}, err: []string{"no ConfigMap other/none"}},
 		{name: "namespace/name", args: []string{"--rule-config=fastover-rule"}, err: []string{"want namespace/name"}},
 		{name: "a bad rule", objects: []runtime.Object{bad}, args: []string{"--rule-config=other/bad"},
-			err: []string{"ConfigMap other/bad, key rule.yaml", "tolerationSeconds: must not be negative"}},
-		{name: "no key", objects: []runtime.Object{noKey}, args: []string{"--rule-config=other/nokey"}, err: []string{"has no key rule.yaml"}},
+			err: []string{"ConfigMap other/bad: ", `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-8"`}},
+		{name: "the former format", objects: []runtime.Object{legacy}, args: []string{"--rule-config=other/legacy"},
+			err: []string{"ConfigMap other/legacy: key rule.yaml: the rule is no longer one YAML document"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &options{config: genericclioptions.NewConfigFlags(true), rule: toleration.DefaultRule()}

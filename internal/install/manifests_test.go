@@ -151,17 +151,16 @@ func TestOverlays(t *testing.T) {
 }
 
 // ruleOf is the rule of the ConfigMap fastover-rule in objs. It parses,
-// and is written as MarshalRuleConfig writes it.
+// and is written as MarshalRuleData writes it.
 func ruleOf(t *testing.T, objs []*unstructured.Unstructured) toleration.Rule {
 	t.Helper()
 	cm := decode[corev1.ConfigMap](t, objs, "ConfigMap", toleration.RuleConfigMapName)
 	assert.Equal(t, toleration.RuleConfigMapNamespace, cm.Namespace)
-	data := cm.Data[toleration.RuleConfigMapKey]
-	r, err := toleration.ParseRuleConfig([]byte(data))
-	require.NoError(t, err, data)
-	canonical, err := toleration.MarshalRuleConfig(r)
+	r, err := toleration.ParseRuleData(cm.Data)
+	require.NoError(t, err, cm.Data)
+	canonical, err := toleration.MarshalRuleData(r)
 	require.NoError(t, err)
-	assert.Equal(t, string(canonical), data, "the rule as the chart writes it, so that the two compare")
+	assert.Equal(t, canonical, cm.Data, "the rule as the chart writes it, so that the two compare")
 	return r
 }
 
@@ -181,7 +180,7 @@ func assertRuleMounted(t *testing.T, pod *corev1.PodSpec) {
 		}
 	}
 	require.NotEmpty(t, volume, "no volume of the ConfigMap %s", toleration.RuleConfigMapName)
-	assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: filepath.Dir(toleration.RuleFile), ReadOnly: true})
+	assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: toleration.RuleFile, ReadOnly: true})
 }
 
 func TestExampleMatchesTheLeaderLibrary(t *testing.T) {

@@ -103,8 +103,8 @@ func findObj(t *testing.T, objs []*unstructured.Unstructured, kind, name string)
 func renderedRule(t *testing.T, objs []*unstructured.Unstructured) toleration.Rule {
 	t.Helper()
 	cm := findObj(t, objs, "ConfigMap", toleration.RuleConfigMapName)
-	data, _, _ := unstructured.NestedString(cm.Object, "data", toleration.RuleConfigMapKey)
-	r, err := toleration.ParseRuleConfig([]byte(data))
+	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	r, err := toleration.ParseRuleData(data)
 	require.NoError(t, err, data)
 	return r
 }

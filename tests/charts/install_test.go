@@ -81,7 +81,7 @@ func TestChartInstall(t *testing.T) {
 	assert.Equal(t, int64(0), renderedRule(t, objs).TolerationSeconds)
 	ruleDir := filepath.Join(t.TempDir(), "rule")
 	require.NoError(t, install.MirrorConfigMap(ctx, env.Client, systemNS, toleration.RuleConfigMapName, ruleDir, 100*time.Millisecond))
-	ruleFile := []string{"--rule-file=" + filepath.Join(ruleDir, toleration.RuleConfigMapKey)}
+	ruleFile := []string{"--rule-file=" + ruleDir}
 	binary(t, "fastover-webhook")
 	var replicas []*replica
 	for range 2 {

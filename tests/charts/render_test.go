@@ -228,9 +228,9 @@ func TestWebhookValues(t *testing.T) {
 	// The rule is the ConfigMap's, which both Deployments mount.
 	cm := charts.Find(objs, "ConfigMap", toleration.RuleConfigMapName)
 	require.NotNil(t, cm)
-	ruleYAML, _, _ := unstructured.NestedString(cm.Object, "data", toleration.RuleConfigMapKey)
-	rule, err := toleration.ParseRuleConfig([]byte(ruleYAML))
-	require.NoError(t, err, ruleYAML)
+	ruleData, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	rule, err := toleration.ParseRuleData(ruleData)
+	require.NoError(t, err, ruleData)
 	notReady := int64(20)
 	assert.Equal(t, toleration.Rule{TolerationSeconds: 7, NotReadyTolerationSeconds: &notReady, DefaultTolerationSeconds: 120}, rule)
 	assert.Contains(t, c.Args, "--rule-file="+toleration.RuleFile)
@@ -247,9 +247,9 @@ func TestWebhookValues(t *testing.T) {
 		assert.NotContains(t, a, "toleration-seconds", "a rule flag would override the ConfigMap")
 	}
 	defaults := render(t, charts.Webhook, "fastover-system")
-	ruleYAML, _, _ = unstructured.NestedString(charts.Find(defaults, "ConfigMap", toleration.RuleConfigMapName).Object, "data", toleration.RuleConfigMapKey)
-	rule, err = toleration.ParseRuleConfig([]byte(ruleYAML))
-	require.NoError(t, err, ruleYAML)
+	ruleData, _, _ = unstructured.NestedStringMap(charts.Find(defaults, "ConfigMap", toleration.RuleConfigMapName).Object, "data")
+	rule, err = toleration.ParseRuleData(ruleData)
+	require.NoError(t, err, ruleData)
 	assert.Equal(t, toleration.DefaultRule(), rule)
 	vap := charts.Find(objs, "ValidatingAdmissionPolicy", "fastover-reconciler")
 	require.NotNil(t, vap)
@@ -286,7 +286,7 @@ func assertMountsRule(t *testing.T, spec *corev1.PodSpec) {
 		if v.ConfigMap != nil && v.ConfigMap.Name == toleration.RuleConfigMapName {
 			found = true
 			assert.Contains(t, spec.Containers[0].VolumeMounts,
-				corev1.VolumeMount{Name: v.Name, MountPath: filepath.Dir(toleration.RuleFile), ReadOnly: true})
+				corev1.VolumeMount{Name: v.Name, MountPath: toleration.RuleFile, ReadOnly: true})
 		}
 	}
 	assert.True(t, found, "no volume of the ConfigMap %s", toleration.RuleConfigMapName)
@@ -342,6 +342,7 @@ func TestNoDrift(t *testing.T) {
 		{"overlays/fail-closed", charts.Webhook, "fastover-system", []string{"namespace.create=true", "webhook.failurePolicy=Fail"}, nil},
 		{"overlays/tuned", charts.Webhook, "fastover-system", []string{"namespace.create=true", "replicas=3", "rule.tolerationSeconds=5", "rule.notReadyTolerationSeconds=30", "webhook.timeoutSeconds=5"}, nil},
 		{"overlays/reconcile", charts.Webhook, "fastover-system", []string{"namespace.create=true", "reconciler.enabled=true"}, nil},
+		{"overlays/policy", charts.Webhook, "fastover-system", []string{"namespace.create=true", "mode=policy"}, nil},
 		// ha: true adds a PodDisruptionBudget the kustomization lacks.
 		{"example", charts.Example, "fastover-example", []string{"namespace.create=true"}, []string{"PodDisruptionBudget"}},
 	} {

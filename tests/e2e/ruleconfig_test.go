@@ -44,7 +44,7 @@ func TestRuleConfigMap(t *testing.T) {
 
 	ruleDir := filepath.Join(t.TempDir(), "rule")
 	require.NoError(t, install.MirrorConfigMap(ctx, c, systemNS, toleration.RuleConfigMapName, ruleDir, 100*time.Millisecond))
-	wh := startWebhook(t, env, "--rule-file="+filepath.Join(ruleDir, toleration.RuleConfigMapKey))
+	wh := startWebhook(t, env, "--rule-file="+ruleDir)
 	wh.register(ctx, t, env, admissionregistrationv1.Fail)
 	pid := wh.proc.Pid()
 
@@ -63,21 +63,21 @@ func TestRuleConfigMap(t *testing.T) {
 	assert.Equal(t, "unreachable=0s", before.Annotations[toleration.AnnotationInjected], "the installed rule: 0s")
 	assert.Equal(t, 1.0, wh.scrapeSum(t, "fastover_webhook_rule_info", `toleration_seconds="0"`, `source="file"`))
 
-	setRule := func(t *testing.T, content string) {
+	setRule := func(t *testing.T, data map[string]string) {
 		t.Helper()
 		got, err := c.CoreV1().ConfigMaps(systemNS).Get(ctx, toleration.RuleConfigMapName, metav1.GetOptions{})
 		require.NoError(t, err)
-		got.Data[toleration.RuleConfigMapKey] = content
+		got.Data = data
 		_, err = c.CoreV1().ConfigMaps(systemNS).Update(ctx, got, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
 
 	t.Run("ChangeReachesTheRunningWebhook", func(t *testing.T) {
 		newRule := toleration.Rule{TolerationSeconds: 7, NotReadyTolerationSeconds: ptr.To[int64](30), DefaultTolerationSeconds: 300}
-		content, err := toleration.MarshalRuleConfig(newRule)
+		data, err := toleration.MarshalRuleData(newRule)
 		require.NoError(t, err)
 		changed := time.Now()
-		setRule(t, string(content))
+		setRule(t, data)
 		var after *corev1.Pod
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			after = create(t)
@@ -108,7 +108,7 @@ func TestRuleConfigMap(t *testing.T) {
 
 	t.Run("BadEditKeepsTheLastGoodRule", func(t *testing.T) {
 		errorsBefore := wh.scrape(t, "fastover_webhook_rule_reload_errors_total")
-		setRule(t, "apiVersion: fastover.io/v1alpha1\nkind: Rule\ntolerationSeconds: -1\n")
+		setRule(t, map[string]string{toleration.RuleKeyTolerationSeconds: "-1"})
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			return wh.scrape(t, "fastover_webhook_rule_reload_errors_total") == errorsBefore+1, nil
 		}), "the bad edit was not counted within 30s")
@@ -116,7 +116,7 @@ func TestRuleConfigMap(t *testing.T) {
 		assert.Equal(t, "unreachable=7s,not-ready=30s", p.Annotations[toleration.AnnotationInjected], "the last good rule")
 		assert.Equal(t, pid, wh.proc.Pid())
 		assert.True(t, wh.proc.Running())
-		assert.Contains(t, wh.proc.Tail(50), "tolerationSeconds: must not be negative")
+		assert.Contains(t, wh.proc.Tail(50), `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-1"`)
 
 		// The plugin refuses the bad ConfigMap, naming it and the field.
 		cmd := exec.CommandContext(ctx, binary(t, "kubectl-fastover"), "audit", "-n", ns, "--kubeconfig="+env.Kubeconfig)
@@ -127,7 +127,7 @@ func TestRuleConfigMap(t *testing.T) {
 		require.ErrorAs(t, err, &exit)
 		assert.Equal(t, 2, exit.ExitCode())
 		assert.Contains(t, stderr.String(), "ConfigMap fastover-system/fastover-rule")
-		assert.Contains(t, stderr.String(), "tolerationSeconds: must not be negative")
+		assert.Contains(t, stderr.String(), `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-1"`)
 	})
 }
 

@@ -16,22 +16,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end -}}
 {{- end -}}
 
-{{/* The rule, in the format of the ConfigMap fastover-rule's rule.yaml. */}}
-{{- define "fastover.ruleConfig" -}}
-apiVersion: fastover.io/v1alpha1
-kind: Rule
-tolerationSeconds: {{ int64 .Values.rule.tolerationSeconds }}
+{{/* The rule, as the keys of the ConfigMap fastover-rule (toleration.ParseRuleData). */}}
+{{- define "fastover.ruleData" -}}
+tolerationSeconds: {{ int64 .Values.rule.tolerationSeconds | toString | quote }}
 {{- if not (kindIs "invalid" .Values.rule.notReadyTolerationSeconds) }}
-notReadyTolerationSeconds: {{ int64 .Values.rule.notReadyTolerationSeconds }}
+notReadyTolerationSeconds: {{ int64 .Values.rule.notReadyTolerationSeconds | toString | quote }}
 {{- end }}
 {{- if kindIs "invalid" .Values.rule.defaultTolerationSeconds }}
-defaultTolerationSeconds: 300
+defaultTolerationSeconds: "300"
 {{- else }}
-defaultTolerationSeconds: {{ int64 .Values.rule.defaultTolerationSeconds }}
+defaultTolerationSeconds: {{ int64 .Values.rule.defaultTolerationSeconds | toString | quote }}
 {{- end }}
 {{- end -}}
 
-{{/* The rule file's volume and its mount, for the webhook and the reconciler. */}}
+{{/* The rule's volume (the ConfigMap as a directory) and its mount, for the webhook and the reconciler. */}}
 {{- define "fastover.ruleMount" -}}
 - name: rule
   mountPath: /etc/fastover/rule
