@@ -35,6 +35,7 @@ var knownImports = map[string]string{
 	"testing":     "testing",
 	"time":        "time",
 	"kubernetes":  "k8s.io/client-go/kubernetes",
+	"informers":   "k8s.io/client-go/informers",
 	"metav1":      "k8s.io/apimachinery/pkg/apis/meta/v1",
 	"corev1":      "k8s.io/api/core/v1",
 	"wait":        "k8s.io/apimachinery/pkg/util/wait",
