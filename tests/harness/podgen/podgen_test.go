@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
@@ -277,4 +278,34 @@ func TestSeedAndCount(t *testing.T) {
 	t.Setenv(podgen.CasesEnv, "-1")
 	_, err = podgen.Count(1000)
 	assert.ErrorContains(t, err, "FASTOVER_DIFF_CASES")
+}
+
+func TestWebhookConfiguration(t *testing.T) {
+	mwc, err := podgen.WebhookConfiguration("https://127.0.0.1:1/mutate-v1-pod", []byte("CA"), "lane", "Fail")
+	require.NoError(t, err)
+	hooks, _, err := unstructured.NestedSlice(mwc.Object, "webhooks")
+	require.NoError(t, err)
+	require.Len(t, hooks, 1)
+	hook := hooks[0].(map[string]any)
+	assert.Equal(t, "Fail", hook["failurePolicy"])
+	url, _, _ := unstructured.NestedString(hook, "clientConfig", "url")
+	assert.Equal(t, "https://127.0.0.1:1/mutate-v1-pod", url)
+	_, hasService, _ := unstructured.NestedMap(hook, "clientConfig", "service")
+	assert.False(t, hasService, "a URL and a Service")
+	ca, _, _ := unstructured.NestedString(hook, "clientConfig", "caBundle")
+	assert.Equal(t, "Q0E=", ca)
+	exprs, _, _ := unstructured.NestedSlice(hook, "namespaceSelector", "matchExpressions")
+	require.NotEmpty(t, exprs)
+	// The shipped selection is kept, the lane's namespace added.
+	assert.Equal(t, toleration.NamespaceLabel, exprs[0].(map[string]any)["key"])
+	assert.Equal(t, map[string]any{"key": "kubernetes.io/metadata.name", "operator": "In", "values": []any{"lane"}}, exprs[len(exprs)-1])
+	assert.NotEmpty(t, hook["matchConditions"])
+}
+
+func TestOnlyNamespace(t *testing.T) {
+	obj := map[string]any{}
+	require.NoError(t, podgen.OnlyNamespace(obj, "a", "spec", "matchResources", "namespaceSelector"))
+	exprs, _, _ := unstructured.NestedSlice(obj, "spec", "matchResources", "namespaceSelector", "matchExpressions")
+	assert.Len(t, exprs, 1)
+	assert.Error(t, podgen.OnlyNamespace(map[string]any{"sel": "not a map"}, "a", "sel"))
 }
