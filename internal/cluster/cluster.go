@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fastover/fastover/internal/netns"
 )
 
 // Options configure a control plane. The zero value is a working control
@@ -54,7 +57,29 @@ type Options struct {
 	Dir string
 	// Timeout bounds the start of each component; zero means 90s.
 	Timeout time.Duration
+
+	// Netns, if set, runs the control plane inside that network namespace
+	// (package internal/netns) instead of on the host's loopback: every
+	// process (components, kwok nodes, StartProcess) starts inside it,
+	// and the Env's own connections (Config, Client, DialContext) go
+	// through it. kube-apiserver then binds and advertises
+	// APIServerAddress, which is added to the namespace's loopback and
+	// named by its certificate; the Service range is netns.ServiceNet
+	// (198.51.100.0/24), and kube-apiserver publishes itself as the
+	// endpoint of the kubernetes Service. The caller closes the namespace
+	// after Stop. Nil, the default, changes nothing.
+	Netns *netns.NS
+	// APIServerAddress is the address kube-apiserver binds and
+	// advertises in a network namespace; empty means
+	// DefaultNetnsAPIServerAddress. Without Netns it must be empty
+	// (kube-apiserver binds 127.0.0.1).
+	APIServerAddress string
 }
+
+// DefaultNetnsAPIServerAddress is where kube-apiserver listens in a
+// network namespace: the last address of the pod range (192.0.2.0/24),
+// away from the replicas, which count up from 192.0.2.1.
+const DefaultNetnsAPIServerAddress = "192.0.2.254"
 
 // Component names a process of the control plane, for StopComponent and
 // StartComponent.
@@ -86,6 +111,7 @@ type Env struct {
 	logDir     string
 	pki        *pki
 	etcdURL    string
+	apiAddr    string // the address kube-apiserver binds
 	components map[Component]*Process
 	stopOnce   sync.Once
 
@@ -137,7 +163,11 @@ func New(opts Options) (env *Env, err error) {
 	if opts.NodeMonitorPeriod == 0 {
 		opts.NodeMonitorPeriod = time.Second
 	}
-	env = &Env{opts: opts, bin: bin, components: map[Component]*Process{}, nodes: map[string]*Process{}}
+	apiAddr, err := apiServerAddress(opts)
+	if err != nil {
+		return nil, err
+	}
+	env = &Env{opts: opts, bin: bin, apiAddr: apiAddr, components: map[Component]*Process{}, nodes: map[string]*Process{}}
 	if opts.Dir == "" {
 		if env.Dir, err = os.MkdirTemp("", "fastover-cluster-"); err != nil {
 			return nil, err
@@ -155,7 +185,12 @@ func New(opts Options) (env *Env, err error) {
 	if err := os.MkdirAll(env.logDir, 0o755); err != nil {
 		return nil, err
 	}
-	if env.pki, err = newPKI(env.Dir); err != nil {
+	if opts.Netns != nil {
+		if err := opts.Netns.AddAddress(netip.PrefixFrom(netip.MustParseAddr(apiAddr), 32)); err != nil {
+			return nil, err
+		}
+	}
+	if env.pki, err = newPKI(env.Dir, apiAddr); err != nil {
 		return nil, fmt.Errorf("make certificates: %w", err)
 	}
 
@@ -179,6 +214,38 @@ func New(opts Options) (env *Env, err error) {
 	}
 	return env, nil
 }
+
+// apiServerAddress validates the address options and returns the address
+// kube-apiserver binds.
+func apiServerAddress(opts Options) (string, error) {
+	if opts.Netns == nil {
+		if opts.APIServerAddress != "" {
+			return "", fmt.Errorf("cluster: APIServerAddress %q needs Netns: on the host kube-apiserver binds 127.0.0.1", opts.APIServerAddress)
+		}
+		return "127.0.0.1", nil
+	}
+	if opts.APIServerAddress == "" {
+		return DefaultNetnsAPIServerAddress, nil
+	}
+	a, err := netip.ParseAddr(opts.APIServerAddress)
+	if err != nil || !a.Is4() || a.IsUnspecified() {
+		return "", fmt.Errorf("cluster: APIServerAddress %q: want an IPv4 address such as %s", opts.APIServerAddress, DefaultNetnsAPIServerAddress)
+	}
+	return a.String(), nil
+}
+
+// DialContext connects as the Env's own clients do: inside the control
+// plane's network namespace if it runs in one (Options.Netns), else on the
+// host.
+func (e *Env) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	if e.opts.Netns != nil {
+		return e.opts.Netns.DialContext(ctx, network, address)
+	}
+	return (&net.Dialer{}).DialContext(ctx, network, address)
+}
+
+// Netns returns the network namespace the control plane runs in, or nil.
+func (e *Env) Netns() *netns.NS { return e.opts.Netns }
 
 func (e *Env) startEtcd() (string, error) {
 	ports, err := FreePorts(2)
@@ -212,7 +279,12 @@ func (e *Env) etcdHealthy(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if e.opts.Netns != nil {
+		client = &http.Client{Transport: &http.Transport{DialContext: e.DialContext}}
+		defer client.CloseIdleConnections()
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return false, nil
 	}
@@ -226,11 +298,11 @@ func (e *Env) startAPIServer(etcdURL string) error {
 	if err != nil {
 		return err
 	}
-	host := "https://127.0.0.1:" + strconv.Itoa(ports[0])
+	host := "https://" + e.apiAddr + ":" + strconv.Itoa(ports[0])
 	args := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + e.apiAddr,
+		"--advertise-address=" + e.apiAddr,
 		"--secure-port=" + strconv.Itoa(ports[0]),
 		"--tls-cert-file=" + e.pki.serveCert,
 		"--tls-private-key-file=" + e.pki.serveKey,
@@ -250,6 +322,15 @@ func (e *Env) startAPIServer(etcdURL string) error {
 		// owner's finalizers.
 		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 	}
+	if e.opts.Netns != nil {
+		// In the namespace, the address is a real one of the pod range:
+		// the kubernetes Service gets it as its endpoint, and Services
+		// get ClusterIPs from the documentation range the namespace
+		// routes.
+		args = append(args,
+			"--service-cluster-ip-range="+netns.ServiceNet.String(),
+			"--endpoint-reconciler-type=lease")
+	}
 	p := e.add(APIServer, filepath.Join(e.bin, binAPIServer), append(args, e.opts.APIServerFlags...)...)
 	if err := p.Start(); err != nil {
 		return err
@@ -261,6 +342,9 @@ func (e *Env) startAPIServer(etcdURL string) error {
 		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caCert},
 		QPS:             200,
 		Burst:           400,
+	}
+	if e.opts.Netns != nil {
+		e.Config.Dial = e.opts.Netns.DialContext
 	}
 	if e.Client, err = kubernetes.NewForConfig(e.Config); err != nil {
 		return err
@@ -341,8 +425,16 @@ func (e *Env) startScheduler() error {
 }
 
 func (e *Env) add(c Component, path string, args ...string) *Process {
-	p := NewProcess(string(c), path, e.logDir, args...)
+	p := e.newProcess(string(c), path, args...)
 	e.components[c] = p
+	return p
+}
+
+// newProcess prepares a process of the control plane, inside its network
+// namespace if it has one.
+func (e *Env) newProcess(name, path string, args ...string) *Process {
+	p := NewProcess(name, path, e.logDir, args...)
+	p.ns = e.opts.Netns
 	return p
 }
 
@@ -387,7 +479,7 @@ func (e *Env) StartComponent(c Component) error {
 // others and in DumpLogs, and Stop kills it first. The test may stop,
 // signal and restart it.
 func (e *Env) StartProcess(name, path string, args ...string) (*Process, error) {
-	p := NewProcess(name, path, e.logDir, args...)
+	p := e.newProcess(name, path, args...)
 	e.mu.Lock()
 	e.extra = append(e.extra, p)
 	e.mu.Unlock()

@@ -18,4 +18,12 @@
 //
 // A package that shares one control plane among its tests calls New in its
 // TestMain and Stop when the tests are done.
+//
+// Options.Netns runs the whole control plane in a network namespace of the
+// test's own (package internal/netns): kube-apiserver binds 192.0.2.254,
+// Services get ClusterIPs from 198.51.100.0/24, and Env.Config and
+// Env.DialContext reach the processes through the namespace:
+//
+//	ns := netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
+//	env := cluster.Start(t, cluster.Options{Netns: ns})
 package cluster

@@ -70,7 +70,7 @@ func (e *Env) AddNode(name string) error {
 	for _, s := range stages {
 		args = append(args, "--config="+s)
 	}
-	p := NewProcess("kwok-"+name, filepath.Join(e.bin, binKwok), e.logDir, args...)
+	p := e.newProcess("kwok-"+name, filepath.Join(e.bin, binKwok), args...)
 	e.mu.Lock()
 	e.nodes[name] = p
 	e.order = append(e.order, name)

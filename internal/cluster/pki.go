@@ -28,13 +28,18 @@ type pki struct {
 	adminToken string
 }
 
-// newPKI writes a fresh PKI into dir.
-func newPKI(dir string) (*pki, error) {
+// newPKI writes a fresh PKI into dir; the serving certificate names the
+// address kube-apiserver binds besides the usual names.
+func newPKI(dir, apiAddr string) (*pki, error) {
 	ca, err := certs.NewCA("fastover-test-ca", 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	serving, err := ca.Issue([]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "127.0.0.1"}, 24*time.Hour)
+	hosts := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "127.0.0.1"}
+	if apiAddr != "127.0.0.1" {
+		hosts = append(hosts, apiAddr)
+	}
+	serving, err := ca.Issue(hosts, 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fastover/fastover/internal/netns"
 )
 
 // Process is a child process of the test with its output in a log file:
@@ -22,6 +24,7 @@ type Process struct {
 	path    string
 	args    []string
 	logPath string
+	ns      *netns.NS // the network namespace it runs in; nil: the host's
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -62,7 +65,13 @@ func (p *Process) Start() error {
 		// dies (a test timeout panics and exits without cleanups).
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if p.ns != nil {
+		// Forked from the namespace's thread: born inside it, and its
+		// Pdeathsig also fires when the namespace is closed.
+		start = func() error { return p.ns.Start(cmd) }
+	}
+	if err := start(); err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}

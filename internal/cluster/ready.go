@@ -45,6 +45,11 @@ func (p *Process) WaitUntil(ctx context.Context, cond func(ctx context.Context) 
 // serves) answers 200.
 func (p *Process) WaitHTTP(ctx context.Context, url string) error {
 	client := &http.Client{Timeout: time.Second}
+	if p.ns != nil {
+		// The process listens inside its network namespace.
+		client.Transport = &http.Transport{DialContext: p.ns.DialContext}
+		defer client.CloseIdleConnections()
+	}
 	return p.WaitUntil(ctx, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 		if err != nil {

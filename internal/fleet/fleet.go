@@ -5,7 +5,9 @@
 //
 // Local replicas publish addresses from TEST-NET-1 (192.0.2.N: the API
 // server accepts them, nothing routes them) and listen on 127.0.0.N; the
-// client maps one to the other.
+// client maps one to the other. With BindPublished, on a control plane in a
+// network namespace of the test's own (cluster.Options.Netns), the address
+// is real: replica N binds 192.0.2.N there and the client calls it.
 package fleet
 
 import (
@@ -13,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -68,7 +69,13 @@ type Fleet struct {
 	// KubeconfigOf, if set, gives each replica a kubeconfig of its own
 	// (through a fault-injecting proxy, for one), instead of Kubeconfig.
 	KubeconfigOf func(*Replica) (string, error)
-	http         *http.Client
+	// BindPublished makes each replica listen on the address it publishes
+	// (192.0.2.N), added to the control plane's network namespace, and
+	// the client call it there; it needs a control plane in a namespace
+	// (cluster.Options.Netns). Off, the default, replicas listen on
+	// 127.0.0.N.
+	BindPublished bool
+	http          *http.Client
 }
 
 // New prepares a fleet; Add starts replicas. The binary takes the flags of
@@ -90,7 +97,7 @@ func New(env *cluster.Env, binary, namespace, service string, d Durations, extra
 			Timeout: 300 * time.Millisecond,
 			Transport: &http.Transport{
 				DisableKeepAlives: true,
-				DialContext:       (&net.Dialer{Timeout: 200 * time.Millisecond}).DialContext,
+				DialContext:       dialer(env, 200*time.Millisecond),
 			},
 		},
 	}, nil
@@ -139,6 +146,10 @@ func (f *Fleet) Start(r *Replica) error {
 			return err
 		}
 	}
+	listen, err := f.listenAddress(r)
+	if err != nil {
+		return err
+	}
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--namespace=" + f.Namespace,
@@ -146,7 +157,7 @@ func (f *Fleet) Start(r *Replica) error {
 		"--lease=" + f.Lease,
 		"--id=" + r.ID,
 		"--address=" + r.Address(),
-		"--listen=127.0.0." + strconv.Itoa(r.N) + ":" + strconv.Itoa(f.Port),
+		"--listen=" + listen + ":" + strconv.Itoa(f.Port),
 		"--port=" + strconv.Itoa(f.Port),
 	}, f.Args...)
 	p, err := f.Env.StartProcess(r.ID, f.Binary, args...)
@@ -210,11 +221,11 @@ func PublishedAddresses(slices []discoveryv1.EndpointSlice) []string {
 
 // Get calls path on the replica that publishes addr.
 func (f *Fleet) Get(addr, path string) (int, string, error) {
-	n, ok := strings.CutPrefix(addr, PublishedNet)
-	if !ok {
-		return 0, "", fmt.Errorf("address %s is not a replica's", addr)
+	host, err := f.callAddress(addr)
+	if err != nil {
+		return 0, "", err
 	}
-	resp, err := f.http.Get("http://127.0.0." + n + ":" + strconv.Itoa(f.Port) + path)
+	resp, err := f.http.Get("http://" + host + ":" + strconv.Itoa(f.Port) + path)
 	if err != nil {
 		return 0, "", err
 	}
