@@ -18,8 +18,9 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## build the pinned control-plane binaries, kwok stages, cert-manager, golangci-lint and actionlint into bin/
+tools: ## build the pinned control-plane binaries (kube-proxy included), kwok stages, cert-manager, golangci-lint and actionlint into bin/; install nft and iptables (as root, with apt-get) for the network-namespace tests
 	@tests/tools/build.sh
+	@tests/tools/netfilter.sh
 
 .PHONY: fmt-check
 fmt-check:

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/: the control-plane binaries that the
-# tests run, kwok's stage files, cert-manager-local and cert-manager's CRDs,
+# tests run (kube-proxy among them, from the same Kubernetes module),
+# kwok's stage files, cert-manager-local and cert-manager's CRDs,
 # golangci-lint and actionlint. Each group is rebuilt only when its module's
 # go.mod, go.sum or Go sources, or the way it is built, change (or an output
 # is missing); a stamp in bin/.stamps records what was built.
 #
-# Usage: tests/tools/build.sh [GROUP...]   (groups: kube etcd kwok certmanager
-# lint actionlint bench; no group means all but bench)
+# Usage: tests/tools/build.sh [GROUP...]   (groups: kube kubeproxy etcd kwok
+# certmanager lint actionlint bench; no group means all but bench)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,6 +28,7 @@ kwok_stages="node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heart
 cm_crds="cert-manager.io_certificaterequests.yaml cert-manager.io_certificates.yaml cert-manager.io_clusterissuers.yaml cert-manager.io_issuers.yaml acme.cert-manager.io_challenges.yaml acme.cert-manager.io_orders.yaml"
 declare -A recipe=(
 	[kube]="$kube_ldflags"
+	[kubeproxy]="$kube_ldflags"
 	[etcd]="-s -w"
 	[kwok]="-s -w $kwok_stages"
 	[certmanager]="-s -w ./cmd/cert-manager-local $cm_crds"
@@ -35,13 +37,20 @@ declare -A recipe=(
 	[bench]=""
 )
 
+# The module directory under tests/tools of a group that shares another's:
+# kube-proxy is built from the kube module, the one Kubernetes pin.
+declare -A module=(
+	[kubeproxy]=kube
+)
+
 # stamp GROUP: a digest of what decides the group's build (a module with
 # Go code of its own, like certmanager's, includes its sources).
 stamp() {
+	local dir="$tools/${module[$1]:-$1}"
 	{
-		cat "$tools/$1/go.mod" "$tools/$1/go.sum"
+		cat "$dir/go.mod" "$dir/go.sum"
 		echo "${recipe[$1]}"
-		find "$tools/$1" -name '*.go' -print0 | sort -z | xargs -0 -r cat
+		find "$dir" -name '*.go' -print0 | sort -z | xargs -0 -r cat
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -75,6 +84,20 @@ build_kube() {
 		k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler)
 	done_group kube
+}
+
+# kube-proxy, from the same module and flags as kube-apiserver: the tests
+# run it in a network namespace of their own (internal/netns) in nftables
+# mode. A group of its own, so that it is built only where it is asked for
+# and a kube-apiserver that is up to date stays so.
+build_kubeproxy() {
+	if fresh kubeproxy kube-proxy; then
+		step "kube-proxy $kube_version: up to date"
+		return
+	fi
+	step "building kube-proxy $kube_version (about a minute after kube-apiserver, whose packages it shares; 20 minutes cold on its own on a busy 2-core machine)"
+	(cd "$tools/kube" && go build -o "$bin/" -ldflags "${recipe[kubeproxy]}" k8s.io/kubernetes/cmd/kube-proxy)
+	done_group kubeproxy
 }
 
 build_etcd() {
@@ -157,12 +180,12 @@ build_bench() {
 }
 
 groups=("$@")
-[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube certmanager lint actionlint)
+[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube kubeproxy certmanager lint actionlint)
 for g in "${groups[@]}"; do
 	case "$g" in
-	kube | etcd | kwok | certmanager | lint | actionlint | bench) "build_$g" ;;
+	kube | kubeproxy | etcd | kwok | certmanager | lint | actionlint | bench) "build_$g" ;;
 	*)
-		echo "unknown tool group: $g (want kube, etcd, kwok, certmanager, lint, actionlint or bench)" >&2
+		echo "unknown tool group: $g (want kube, kubeproxy, etcd, kwok, certmanager, lint, actionlint or bench)" >&2
 		exit 2
 		;;
 	esac
