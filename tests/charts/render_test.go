@@ -152,6 +152,7 @@ func TestSchemaRejects(t *testing.T) {
 		{charts.Webhook, []string{"image.repository=ghcr.io/fastover/fastover-webhook:v1"}, "/image/repository"},
 		{charts.Webhook, []string{"reconciler.qps=0"}, "/reconciler/qps"},
 		{charts.Webhook, []string{"certificates.source=vault"}, "/certificates/source"},
+		{charts.Webhook, []string{"mode=both"}, "/mode"},
 		{charts.Webhook, []string{"certificates.source=secret"}, "caBundle"},
 		{charts.Example, []string{"ha=yes"}, "/ha"},
 		{charts.Example, []string{"election.leaseDuration=15"}, "/election/leaseDuration"},
