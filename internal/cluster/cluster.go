@@ -154,6 +154,10 @@ func New(opts Options) (env *Env, err error) {
 			return nil, err
 		}
 	}
+	apiAddr, err := apiServerAddress(opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkBinaries(bin); err != nil {
 		return nil, err
 	}
@@ -162,10 +166,6 @@ func New(opts Options) (env *Env, err error) {
 	}
 	if opts.NodeMonitorPeriod == 0 {
 		opts.NodeMonitorPeriod = time.Second
-	}
-	apiAddr, err := apiServerAddress(opts)
-	if err != nil {
-		return nil, err
 	}
 	env = &Env{opts: opts, bin: bin, apiAddr: apiAddr, components: map[Component]*Process{}, nodes: map[string]*Process{}}
 	if opts.Dir == "" {
