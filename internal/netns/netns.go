@@ -28,7 +28,7 @@ var (
 // ErrNotPermitted is wrapped by New's error when the process may not make
 // or configure a network namespace (not root: no CAP_SYS_ADMIN or
 // CAP_NET_ADMIN).
-var ErrNotPermitted = errors.New("not permitted")
+var ErrNotPermitted = errors.New("it needs root (CAP_SYS_ADMIN to make it, CAP_NET_ADMIN to configure it)")
 
 // ErrClosed is returned by the methods of a closed namespace.
 var ErrClosed = errors.New("netns: the namespace is closed")
@@ -103,8 +103,8 @@ func (n *NS) loop(ready chan<- error) {
 // what is missing when it is a permission error.
 func permission(err error) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-		return fmt.Errorf("netns: cannot make a network namespace: %w: %w (it needs root: CAP_SYS_ADMIN to make it, CAP_NET_ADMIN to configure it; running as uid %d)",
-			err, ErrNotPermitted, os.Geteuid())
+		return fmt.Errorf("netns: cannot make a network namespace: %w, and this process runs as uid %d: %w",
+			ErrNotPermitted, os.Geteuid(), err)
 	}
 	return fmt.Errorf("netns: cannot make a network namespace: %w", err)
 }

@@ -297,3 +297,46 @@ func TestInvalidPrefix(t *testing.T) {
 func port(l net.Listener) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
+
+// TestWithoutRootSkipsOrFails runs a test of this package as an
+// unprivileged user (uid 65534): it skips and says why, or, with
+// $FASTOVER_REQUIRE_NETNS set, fails and says why. It needs root itself,
+// to switch users.
+func TestWithoutRootSkipsOrFails(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the test binary as another user (and without root, the other tests of the package show the skip)")
+	}
+	// The test binary, where uid 65534 may run it.
+	dir, err := os.MkdirTemp("", "netns-nobody-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	self, err := os.ReadFile("/proc/self/exe")
+	require.NoError(t, err)
+	bin := dir + "/netns.test"
+	require.NoError(t, os.WriteFile(bin, self, 0o755)) //nolint:gosec // an executable for the test
+
+	run := func(mustRun string) (string, error) {
+		cmd := exec.Command(bin, "-test.run=^TestListenAndDialInside$", "-test.v", "-test.count=1")
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		if mustRun != "" {
+			cmd.Env = append(cmd.Env, RequireEnv+"="+mustRun)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "--- SKIP: TestListenAndDialInside")
+	assert.Contains(t, out, "it needs root")
+	assert.Contains(t, out, "runs as uid 65534")
+	assert.Contains(t, out, "set $"+RequireEnv+" to make this a failure")
+
+	out, err = run("1")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "--- FAIL: TestListenAndDialInside")
+	assert.Contains(t, out, "it needs root")
+	assert.Contains(t, out, "$"+RequireEnv+" is set, so this test must run")
+}
