@@ -153,6 +153,8 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 	go run ./tests/bench/warmstandby -bin $(BIN) -runs $(WARM_BENCH_RUNS) -objects $(WARM_BENCH_OBJECTS)
 	@echo
 	go run ./tests/bench/apicost -bin $(BIN) -window $(APICOST_WINDOW)
+	@echo
+	go run ./tests/bench/admissionlatency -bin $(BIN)
 
 # make demo: GRACE=50s for Kubernetes' default node-monitor grace period
 # (the demo's default is 20s); DEMO_FLAGS=--quick for the CI test's durations.

@@ -3,24 +3,20 @@ package podgen
 import (
 	"encoding/base64"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/toleration"
 )
 
 // A lane is a namespace of the local control plane that one admission
 // path serves: none, the webhook, or the policy. Both fastover
 // configurations select namespaces by the same label, so each is narrowed
 // here to its own lane's namespace, keeping the rest of its selection.
-
-// ErrNoPolicy is returned by PolicyObjects when the module has no policy
-// manifests (manifests/overlays/policy or manifests/policy).
-var ErrNoPolicy = errors.New("no policy manifests (manifests/overlays/policy, manifests/policy)")
 
 // WebhookConfiguration returns manifests/webhook's
 // MutatingWebhookConfiguration (its rules, matchConditions and selector)
@@ -67,39 +63,15 @@ func WebhookConfiguration(url string, caPEM []byte, ns, failurePolicy string) (*
 	return mwc, unstructured.SetNestedSlice(mwc.Object, hooks, "webhooks")
 }
 
-// PolicyObjects renders the policy install (manifests/overlays/policy, the
-// install without the webhook, else manifests/policy), its bindings
-// narrowed to the namespace ns. It returns ErrNoPolicy when there is none.
-func PolicyObjects(ns string) ([]*unstructured.Unstructured, string, error) {
-	dir, err := install.Dir()
-	if err != nil {
-		return nil, "", err
+// LaneSelector selects the namespace ns if fastover's label selects it:
+// for install.PolicyOptions.NamespaceSelector.
+func LaneSelector(ns string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{
+		MatchLabels: map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue},
+		MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{ns}},
+		},
 	}
-	for _, k := range []string{"overlays/policy", "policy"} {
-		kdir := filepath.Join(dir, k)
-		if _, err := os.Stat(filepath.Join(kdir, "kustomization.yaml")); err != nil {
-			continue
-		}
-		objs, err := install.Render(kdir)
-		if err != nil {
-			return nil, "", err
-		}
-		bindings := 0
-		for _, o := range objs {
-			switch o.GetKind() {
-			case "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding":
-				if err := OnlyNamespace(o.Object, ns, "spec", "matchResources", "namespaceSelector"); err != nil {
-					return nil, "", fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
-				}
-				bindings++
-			}
-		}
-		if bindings == 0 {
-			return nil, "", fmt.Errorf("%s: no policy bindings", kdir)
-		}
-		return objs, kdir, nil
-	}
-	return nil, "", ErrNoPolicy
 }
 
 // OnlyNamespace narrows the label selector at path in obj (created if

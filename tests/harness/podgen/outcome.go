@@ -1,7 +1,6 @@
 package podgen
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -24,10 +23,16 @@ type Outcome struct {
 	// Mark is the fastover.io/injected annotation, if Marked.
 	Mark   string
 	Marked bool
+	// Error, if not empty, is an error that is no admission decision
+	// (Observe): the create failed.
+	Error string
 }
 
 // String is a one-line account of the outcome.
 func (o Outcome) String() string {
+	if o.Error != "" {
+		return "failed: " + o.Error
+	}
 	if o.Denied {
 		return "denied: " + o.Reason
 	}
@@ -105,32 +110,33 @@ func Unmutated(c Case, apiServerDefault int64) Outcome {
 	return Outcome{Tolerations: APIServerDefaults(pod.Spec.Tolerations, apiServerDefault), Mark: mark, Marked: marked}
 }
 
-// ErrNotAdmission is returned by Observe for an error that is no
-// admission decision: the API server or a webhook failed, or the request
-// timed out.
-var ErrNotAdmission = errors.New("not an admission decision")
-
 // Observe is the outcome of a create: the pod the API server returned, or
 // its error. Only a refusal (403 Forbidden, or 422 Invalid as a
 // ValidatingAdmissionPolicy says it by default) counts as a denial; any
-// other error is ErrNotAdmission.
-func Observe(pod *corev1.Pod, err error) (Outcome, error) {
-	if err != nil {
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-			return Outcome{Denied: true, Reason: err.Error()}, nil
-		}
-		return Outcome{}, fmt.Errorf("%w: %w", ErrNotAdmission, err)
+// other error (a failed mutation, a timeout) is no admission decision, and
+// is kept in Error.
+func Observe(pod *corev1.Pod, err error) Outcome {
+	switch {
+	case err == nil:
+		mark, marked := pod.Annotations[toleration.AnnotationInjected]
+		return Outcome{Tolerations: pod.Spec.Tolerations, Mark: mark, Marked: marked}
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+		return Outcome{Denied: true, Reason: err.Error()}
+	default:
+		return Outcome{Error: err.Error()}
 	}
-	mark, marked := pod.Annotations[toleration.AnnotationInjected]
-	return Outcome{Tolerations: pod.Spec.Tolerations, Mark: mark, Marked: marked}, nil
 }
 
 // Diff says how got differs from want, or "" when they agree: both
 // denied, got's reason containing want's (the rule's message, in the API
-// server's words around it); or both allowed with the same tolerations, in
+// server's words around it); or both failed; or both allowed with the same tolerations, in
 // the same order, and the same mark.
 func Diff(want, got Outcome) string {
 	switch {
+	case (want.Error != "") != (got.Error != ""):
+		return fmt.Sprintf("want %s; got %s", want, got)
+	case want.Error != "":
+		return ""
 	case want.Denied != got.Denied:
 		return fmt.Sprintf("want %s; got %s", want, got)
 	case want.Denied:

@@ -97,8 +97,16 @@ func (c Case) Pod(name string) *corev1.Pod {
 	if ref := c.Owner.OwnerReference(); ref != nil {
 		p.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
+	if _, ok := c.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		// The API server takes a mirror pod only bound to its node, as
+		// the kubelet creates it.
+		p.Spec.NodeName = MirrorNode
+	}
 	return p
 }
+
+// MirrorNode is the node a mirror pod is bound to.
+const MirrorNode = "node-mirror"
 
 func cloneTolerations(tols []corev1.Toleration) []corev1.Toleration {
 	if tols == nil {
