@@ -129,18 +129,51 @@ func readRuleSource(path string) (content []byte, r Rule, readErr, parseErr erro
 		r, err := ParseRuleConfig(data)
 		return data, r, nil, err
 	}
-	// The kubelet writes each version into a hidden directory and swaps
-	// the symlink ..data to it: read that one version, never a mix.
-	dir := path
-	if target, err := os.Readlink(filepath.Join(path, "..data")); err == nil {
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(path, target)
-		}
-		dir = target
-	}
-	entries, err := os.ReadDir(dir)
+	data, content, err := readKubeletDir(path)
 	if err != nil {
 		return nil, Rule{}, err, nil
+	}
+	r, err = ParseRuleData(data)
+	return content, r, nil, err
+}
+
+// readKubeletDir reads the files of a ConfigMap volume: its keys and
+// values, and the content read (to tell a change). The kubelet writes each
+// version into a hidden directory, swaps the symlink ..data to it, then
+// removes the previous one: the version ..data names is read, and read
+// again if ..data moved on meanwhile (the version read may have been
+// removed under the reader), so that one whole version is read, never a
+// mix or a part. A directory without ..data is read as it is.
+func readKubeletDir(path string) (map[string]string, []byte, error) {
+	link := filepath.Join(path, "..data")
+	var err error
+	for range 5 {
+		before, lerr := os.Readlink(link)
+		if lerr != nil {
+			return readDir(path)
+		}
+		dir := before
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(path, dir)
+		}
+		var data map[string]string
+		var content []byte
+		data, content, err = readDir(dir)
+		if after, _ := os.Readlink(link); after == before {
+			return data, content, err
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("%s: the kubelet swapped its version five times while it was read", path)
+	}
+	return nil, nil, err
+}
+
+// readDir reads each file of dir that is not hidden.
+func readDir(dir string) (map[string]string, []byte, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
 	}
 	data := map[string]string{}
 	var b strings.Builder
@@ -150,11 +183,10 @@ func readRuleSource(path string) (content []byte, r Rule, readErr, parseErr erro
 		}
 		v, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return nil, Rule{}, err, nil
+			return nil, nil, err
 		}
 		data[e.Name()] = string(v)
 		fmt.Fprintf(&b, "%q=%q\n", e.Name(), v)
 	}
-	r, err = ParseRuleData(data)
-	return []byte(b.String()), r, nil, err
+	return data, []byte(b.String()), nil
 }

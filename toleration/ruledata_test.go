@@ -3,6 +3,8 @@ package toleration
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -99,4 +101,36 @@ func TestLoadRuleFileDirectory(t *testing.T) {
 	r, err = LoadRuleFile(file)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), r.TolerationSeconds)
+}
+
+// TestReadKubeletDirWhileSwapped: the kubelet swaps versions under a
+// reader; each read sees one whole version (both keys of the same
+// version), and never fails because the version it began with was removed.
+func TestReadKubeletDirWhileSwapped(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rule")
+	kubeletWrite(t, dir, map[string]string{"tolerationSeconds": "0", "defaultTolerationSeconds": "0"})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v := strconv.Itoa(i)
+			kubeletWrite(t, dir, map[string]string{"tolerationSeconds": v, "defaultTolerationSeconds": v})
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	for range 3000 {
+		r, err := LoadRuleFile(dir)
+		require.NoError(t, err)
+		require.Equal(t, r.TolerationSeconds, r.DefaultTolerationSeconds, "a mix of two versions")
+	}
 }
