@@ -121,7 +121,9 @@ type diffResult struct {
 // (podgen.APIServerDefaults: DefaultTolerationSeconds runs before both).
 // The lane without fastover proves that model of the API server. A
 // failing case is shrunk and printed as Go source for fixedCases. The policy
-// lane installs overlays/policy with the same rule as the Go one.
+// lane installs overlays/policy with the same rule as the Go one. Then
+// the same again, fixed cases and half as many generated ones, under a
+// rule that manages not-ready too.
 func TestDifferential(t *testing.T) {
 	seed, replayed, err := podgen.Seed()
 	require.NoError(t, err)
@@ -148,7 +150,7 @@ func TestDifferential(t *testing.T) {
 	require.NoError(t, env.CreateNamespace(ctx, "diff-none", nil))
 	require.NoError(t, env.CreateNamespace(ctx, "diff-webhook", injectLabel()))
 	wh := startWebhook(t, env)
-	registerDiffWebhook(ctx, t, env, wh, "diff-webhook")
+	registerDiffWebhook(ctx, t, env, wh, "diff-webhook", "fastover")
 	require.NoError(t, env.CreateNamespace(ctx, "diff-policy", injectLabel()))
 	installDiffPolicy(ctx, t, env, rule, "diff-policy")
 	lanes = append(lanes, diffLane{"policy", "diff-policy", expect})
@@ -188,6 +190,24 @@ func TestDifferential(t *testing.T) {
 		if t.Failed() {
 			t.Logf("replay: %s=%d", podgen.SeedEnv, seed)
 		}
+	})
+
+	// The rule's other half: not-ready managed too, other seconds. A
+	// second webhook with the rule's flags serves a namespace of its own;
+	// the policy's parameter (the ConfigMap) is changed in place.
+	tuned := toleration.Rule{TolerationSeconds: 5, NotReadyTolerationSeconds: ptr.To[int64](30), DefaultTolerationSeconds: apiServerDefault}
+	expectTuned := func(c podgen.Case) podgen.Outcome { return podgen.Expect(tuned, c, apiServerDefault) }
+	t.Run("not-ready managed", func(t *testing.T) {
+		require.NoError(t, env.CreateNamespace(ctx, "diff-webhook-tuned", injectLabel()))
+		whTuned := startWebhook(t, env, "--toleration-seconds=5", "--not-ready-toleration-seconds=30")
+		registerDiffWebhook(ctx, t, env, whTuned, "diff-webhook-tuned", "fastover-tuned")
+		installDiffPolicy(ctx, t, env, tuned, "diff-policy")
+		tunedLanes := []diffLane{{"webhook", "diff-webhook-tuned", expectTuned}, {"policy", "diff-policy", expectTuned}}
+		cases := append(append([]podgen.Case(nil), fixedCases...), podgen.New(seed+1).Cases(n/2)...)
+		start := time.Now()
+		results := runDiff(ctx, c, tunedLanes, cases)
+		t.Logf("%d cases (the fixed ones, then seed %d) x %d lanes in %v", len(cases), seed+1, len(tunedLanes), time.Since(start).Round(time.Millisecond))
+		reportDiff(ctx, t, c, tunedLanes, results)
 	})
 	t.Logf("TestDifferential: %v in all", time.Since(began).Round(time.Millisecond))
 }
@@ -296,13 +316,15 @@ func reportDiff(ctx context.Context, t *testing.T, c kubernetes.Interface, lanes
 }
 
 // registerDiffWebhook registers the webhook as manifests/webhook does
-// (its matchConditions and selector), for the namespace ns only, with
+// (its matchConditions and selector), under the name given, for the
+// namespace ns only, with
 // failurePolicy Fail so that a failed call is an error rather than an
 // unmutated pod, and waits until the API server calls it.
-func registerDiffWebhook(ctx context.Context, t *testing.T, env *cluster.Env, wh *webhookServer, ns string) {
+func registerDiffWebhook(ctx context.Context, t *testing.T, env *cluster.Env, wh *webhookServer, ns, name string) {
 	t.Helper()
 	mwc, err := podgen.WebhookConfiguration("https://"+wh.addr+webhook.Path, wh.ca.CertPEM, ns, "Fail")
 	require.NoError(t, err)
+	mwc.SetName(name)
 	applier, err := install.NewApplier(env.Config)
 	require.NoError(t, err)
 	_, err = applier.Apply(ctx, []*unstructured.Unstructured{mwc}, install.ApplyOptions{})
@@ -312,16 +334,17 @@ func registerDiffWebhook(ctx context.Context, t *testing.T, env *cluster.Env, wh
 
 // installDiffPolicy installs policy mode (overlays/policy) with the rule,
 // its bindings narrowed to the namespace ns, and waits until the API
-// server applies both policies there: a probe pod is marked, one with an
-// invalid override denied.
+// server applies both policies there, with that rule: a probe pod gets
+// the rule's mark, one with an invalid override is denied.
 func installDiffPolicy(ctx context.Context, t *testing.T, env *cluster.Env, rule toleration.Rule, ns string) {
 	t.Helper()
 	_, err := install.PolicyMode(ctx, env.Config, install.PolicyOptions{Rule: &rule, NamespaceSelector: podgen.LaneSelector(ns)})
 	require.NoError(t, err)
 	bad := podgen.Case{Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "soon"}}
+	want := podgen.Expect(rule, podgen.Case{}, toleration.DefaultTolerationSeconds).Mark
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		probe := createCase(ctx, env.Client, ns, "probe", podgen.Case{}, true)
-		return probe.Marked && createCase(ctx, env.Client, ns, "probe", bad, true).Denied, nil
+		return probe.Mark == want && createCase(ctx, env.Client, ns, "probe", bad, true).Denied, nil
 	})
 	require.NoError(t, err, "the API server does not apply the policies in %s", ns)
 }

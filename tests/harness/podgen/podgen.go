@@ -188,10 +188,10 @@ var (
 	// marks are fastover.io/injected values a pod may be submitted with
 	// (copied from another pod, say): the rule reads them.
 	marks = []string{"unreachable=0s", "unreachable=300s", "unreachable=30s", "unreachable=user:600s",
-		"unreachable=0s,not-ready=300s", "not-ready=300s", "garbage", "",
+		"unreachable=0s,not-ready=300s", "not-ready=300s", "not-ready=30s", "unreachable=5s,not-ready=30s", "garbage", "",
 		// The first entry of a name decides; leading zeros parse.
 		"unreachable=30s,unreachable=0s", "unreachable=user:30s,unreachable=30s", "unreachable=030s", "unreachable=30"}
-	userSeconds = []int64{0, 0, 1, 30, 299, 300, 300, 301, 600, 3600, -1, -300, math.MaxInt64}
+	userSeconds = []int64{0, 0, 1, 5, 30, 299, 300, 300, 301, 600, 3600, -1, -300, math.MaxInt64}
 	otherKeys   = []string{"example.com/gpu", "node.kubernetes.io/not-ready-ish", "node-role.kubernetes.io/control-plane",
 		"node.kubernetes.io/out-of-service", "node.kubernetes.io/unschedulable"}
 )
