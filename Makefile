@@ -129,7 +129,7 @@ WARM_BENCH_OBJECTS ?= 20000
 APICOST_WINDOW ?= 2m
 
 .PHONY: bench
-bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election, warm vs cold client-go standbys, API requests of leaders and standbys vs client-go (~28 min)
+bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election, warm vs cold client-go standbys, API requests of leaders and standbys vs client-go, pod-creation latency without mutation vs webhook vs policy (~40 min)
 	@tests/tools/build.sh bench etcd kwok kube
 	@mkdir -p $(BIN)/bench
 	go build -o $(BIN)/fastover-webhook ./cmd/fastover-webhook
