@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -367,6 +368,22 @@ func policyDifferences(ctx context.Context, t *testing.T, env *cluster.Env) {
 		}), "the policy mutates without its parameter")
 		_, err := install.PolicyMode(ctx, env.Config, install.PolicyOptions{WaitNamespace: policyNS})
 		require.NoError(t, err)
+	})
+	t.Run("ManyTolerations", func(t *testing.T) {
+		// The webhook decodes at most 4,096 tolerations (more are admitted
+		// unchanged, with a warning); the policy applies the rule to
+		// 4,000 and more within the API server's CEL cost budget.
+		for _, n := range []int{100, 1000, 4000, 5000} {
+			pod := bare("")
+			pod.GenerateName = "many-"
+			for i := range n {
+				pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: "k" + strconv.Itoa(i), Operator: corev1.TolerationOpExists})
+			}
+			p, err := dryRun(ctx, env, policyNS, pod)
+			require.NoError(t, err, "%d tolerations", n)
+			t.Logf("%d tolerations: mark %q", n, p.Annotations[toleration.AnnotationInjected])
+			assert.Equal(t, "unreachable=0s", p.Annotations[toleration.AnnotationInjected], "%d tolerations", n)
+		}
 	})
 	t.Run("AuditSaysWhichMode", func(t *testing.T) {
 		inst, err := retrofit.DetectMode(ctx, env.Client)
