@@ -75,8 +75,23 @@ func ExampleEffectiveToleration() {
 	// -1
 }
 
-// The rule of the ConfigMap fastover-rule (its key rule.yaml), as the
-// webhook, the reconciler and kubectl-fastover read it.
+// The rule of the ConfigMap fastover-rule, one key per field, as the
+// webhook, the reconciler, kubectl-fastover and the policy read it.
+func ExampleParseRuleData() {
+	rule, err := toleration.ParseRuleData(map[string]string{"tolerationSeconds": "5", "notReadyTolerationSeconds": "30"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(rule.Flags())
+	_, err = toleration.ParseRuleData(map[string]string{"tolerationSeconds": "-5"})
+	fmt.Println(err)
+	// Output:
+	// [--toleration-seconds=5 --not-ready-toleration-seconds=30 --default-toleration-seconds=300]
+	// tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-5"
+}
+
+// A rule file, for a process given --rule-file outside the cluster.
 func ExampleParseRuleConfig() {
 	rule, err := toleration.ParseRuleConfig([]byte(`apiVersion: fastover.io/v1alpha1
 kind: Rule
