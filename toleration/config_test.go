@@ -270,7 +270,7 @@ func TestRuleWatcher(t *testing.T) {
 	kubeletWrite(t, dir, map[string]string{RuleKeyTolerationSeconds: "-6"})
 	waitFor(1, 1)
 	_, err = e.last()
-	assert.ErrorContains(t, err, `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-6"`)
+	assert.ErrorContains(t, err, `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 15), got "-6"`)
 	assert.ErrorContains(t, err, path)
 	assert.ErrorContains(t, err, "the last good rule stays in force")
 

@@ -88,7 +88,7 @@ func ExampleParseRuleData() {
 	fmt.Println(err)
 	// Output:
 	// [--toleration-seconds=5 --not-ready-toleration-seconds=30 --default-toleration-seconds=300]
-	// tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-5"
+	// tolerationSeconds: want a whole number of seconds, decimal digits only (at most 15), got "-5"
 }
 
 // A rule file, for a process given --rule-file outside the cluster.

@@ -294,9 +294,13 @@ func skipReason(pod Pod) SkipReason {
 	return SkipNone
 }
 
-// maxSecondsDigits keeps parsed values far from overflow: 18 digits is
-// over 31 billion years.
-const maxSecondsDigits = 18
+// maxSecondsDigits bounds the seconds fastover reads (override, rule,
+// mark): 15 digits is over 31 million years, and keeps every value below
+// 2^53, the largest integer the API server's CEL writes as a JSON number
+// (a larger one becomes a JSON string, which a MutatingAdmissionPolicy's
+// patch of tolerationSeconds cannot carry: the create fails), so the
+// webhook and the policy accept the same values.
+const maxSecondsDigits = 15
 
 // parseSeconds parses the override annotation: decimal digits only.
 func parseSeconds(v string) (int64, error) {

@@ -182,7 +182,7 @@ func TestDecide(t *testing.T) {
 		{name: "override with spaces", pod: Pod{Annotations: map[string]string{AnnotationTolerationSeconds: " 5"}}, deny: AnnotationTolerationSeconds},
 		{name: "override fractional", pod: Pod{Annotations: map[string]string{AnnotationTolerationSeconds: "1.5"}}, deny: AnnotationTolerationSeconds},
 		{name: "override with a unit", pod: Pod{Annotations: map[string]string{AnnotationTolerationSeconds: "30s"}}, deny: AnnotationTolerationSeconds},
-		{name: "override too large", pod: Pod{Annotations: map[string]string{AnnotationTolerationSeconds: "9999999999999999999"}}, deny: "at most 18 digits"},
+		{name: "override too large", pod: Pod{Annotations: map[string]string{AnnotationTolerationSeconds: "9999999999999999999"}}, deny: "at most 15 digits"},
 		{
 			name: "opt-out",
 			pod:  Pod{Annotations: map[string]string{AnnotationInject: "false"}, Tolerations: []corev1.Toleration{defaultUnreachable}},

@@ -29,7 +29,7 @@ func RuleKeys() []string {
 }
 
 // ruleValue is what a key's value must be: the same pattern the
-// policy's CEL checks ('^[0-9]{1,18}$'), so that the two read the same
+// policy's CEL checks ('^[0-9]{1,15}$'), so that the two read the same
 // values the same way.
 var ruleValue = regexp.MustCompile(`^[0-9]{1,` + strconv.Itoa(maxSecondsDigits) + `}$`)
 
@@ -76,7 +76,7 @@ func ParseRuleData(data map[string]string) (Rule, error) {
 			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil { // cannot happen with at most 18 digits
+		if err != nil { // cannot happen with at most 15 digits
 			errs = append(errs, fmt.Errorf("%s: %w", k, err))
 			continue
 		}

@@ -22,8 +22,8 @@ func TestParseRuleData(t *testing.T) {
 		{"every key", map[string]string{"tolerationSeconds": "5", "notReadyTolerationSeconds": "30", "defaultTolerationSeconds": "200"},
 			Rule{TolerationSeconds: 5, NotReadyTolerationSeconds: ptr.To[int64](30), DefaultTolerationSeconds: 200}},
 		{"leading zeros", map[string]string{"tolerationSeconds": "007"}, Rule{TolerationSeconds: 7, DefaultTolerationSeconds: 300}},
-		{"18 digits", map[string]string{"tolerationSeconds": "999999999999999999"},
-			Rule{TolerationSeconds: 999999999999999999, DefaultTolerationSeconds: 300}},
+		{"15 digits", map[string]string{"tolerationSeconds": "999999999999999"},
+			Rule{TolerationSeconds: 999999999999999, DefaultTolerationSeconds: 300}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseRuleData(tc.data)
@@ -39,12 +39,12 @@ func TestParseRuleDataErrors(t *testing.T) {
 		data map[string]string
 		want []string
 	}{
-		{"negative", map[string]string{"tolerationSeconds": "-1"}, []string{`tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-1"`}},
+		{"negative", map[string]string{"tolerationSeconds": "-1"}, []string{`tolerationSeconds: want a whole number of seconds, decimal digits only (at most 15), got "-1"`}},
 		{"unit", map[string]string{"defaultTolerationSeconds": "300s"}, []string{`defaultTolerationSeconds: `, `got "300s"`}},
 		{"space", map[string]string{"tolerationSeconds": " 5"}, []string{`got " 5"`}},
 		{"newline", map[string]string{"tolerationSeconds": "5\n"}, []string{`got "5\n"`}},
 		{"empty", map[string]string{"notReadyTolerationSeconds": ""}, []string{`notReadyTolerationSeconds: `, `got ""`}},
-		{"19 digits", map[string]string{"tolerationSeconds": "1000000000000000000"}, []string{`at most 18`}},
+		{"16 digits", map[string]string{"tolerationSeconds": "1000000000000000"}, []string{`at most 15`}},
 		{"unknown key", map[string]string{"tolerationseconds": "5"}, []string{`unknown key "tolerationseconds": want tolerationSeconds, notReadyTolerationSeconds, defaultTolerationSeconds`}},
 		{"the former format", map[string]string{"rule.yaml": "apiVersion: fastover.io/v1alpha1\n"}, []string{"key rule.yaml: the rule is no longer one YAML document"}},
 		{"all at once", map[string]string{"x": "1", "tolerationSeconds": "a", "defaultTolerationSeconds": "b"},

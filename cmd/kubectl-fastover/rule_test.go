@@ -53,7 +53,7 @@ func TestResolveRule(t *testing.T) {
 		{name: "a named ConfigMap must exist", args: []string{"--rule-config=other/none"}, err: []string{"no ConfigMap other/none"}},
 		{name: "namespace/name", args: []string{"--rule-config=fastover-rule"}, err: []string{"want namespace/name"}},
 		{name: "a bad rule", objects: []runtime.Object{bad}, args: []string{"--rule-config=other/bad"},
-			err: []string{"ConfigMap other/bad: ", `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-8"`}},
+			err: []string{"ConfigMap other/bad: ", `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 15), got "-8"`}},
 		{name: "the former format", objects: []runtime.Object{legacy}, args: []string{"--rule-config=other/legacy"},
 			err: []string{"ConfigMap other/legacy: key rule.yaml: the rule is no longer one YAML document"}},
 	} {

@@ -70,6 +70,6 @@ func TestPolicyFitsTogether(t *testing.T) {
 	for _, k := range toleration.RuleKeys() {
 		assert.Contains(t, cel.String(), "'"+k+"'", "the policy reads the key %s", k)
 	}
-	assert.Contains(t, cel.String(), `matches('^[0-9]{1,18}$')`)
-	assert.Contains(t, validating.Spec.Validations[0].Expression, `matches('^[0-9]{1,18}$')`)
+	assert.Contains(t, cel.String(), `matches('^[0-9]{1,15}$')`)
+	assert.Contains(t, validating.Spec.Validations[0].Expression, `matches('^[0-9]{1,15}$')`)
 }

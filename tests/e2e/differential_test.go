@@ -68,7 +68,12 @@ var fixedCases = []podgen.Case{
 	}},
 	{Name: "override 30", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "30"}},
 	{Name: "override with leading zeros", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "007"}},
-	{Name: "override of 18 digits", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "999999999999999999"}},
+	{Name: "override of 15 digits", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "999999999999999"}},
+	// Found by this test (seed 1796053521819043128): above 2^53 the
+	// policy's CEL wrote the seconds as a JSON string and the create
+	// failed; 16 digits and more are now denied by all three.
+	{Name: "override of 18 digits: denied", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "999999999999999999"}},
+	{Name: "override of 16 digits: denied", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "9007199254740993"}},
 	{Name: "override of 19 digits: denied", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "9999999999999999999"}},
 	{Name: "override empty: denied", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: ""}},
 	{Name: "override with a space: denied", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: " 30"}},

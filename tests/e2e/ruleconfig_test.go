@@ -116,7 +116,7 @@ func TestRuleConfigMap(t *testing.T) {
 		assert.Equal(t, "unreachable=7s,not-ready=30s", p.Annotations[toleration.AnnotationInjected], "the last good rule")
 		assert.Equal(t, pid, wh.proc.Pid())
 		assert.True(t, wh.proc.Running())
-		assert.Contains(t, wh.proc.Tail(50), `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got \"-1\"`, "in the JSON log")
+		assert.Contains(t, wh.proc.Tail(50), `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 15), got \"-1\"`, "in the JSON log")
 
 		// The plugin refuses the bad ConfigMap, naming it and the field.
 		cmd := exec.CommandContext(ctx, binary(t, "kubectl-fastover"), "audit", "-n", ns, "--kubeconfig="+env.Kubeconfig)
@@ -127,7 +127,7 @@ func TestRuleConfigMap(t *testing.T) {
 		require.ErrorAs(t, err, &exit)
 		assert.Equal(t, 2, exit.ExitCode())
 		assert.Contains(t, stderr.String(), "ConfigMap fastover-system/fastover-rule")
-		assert.Contains(t, stderr.String(), `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 18), got "-1"`)
+		assert.Contains(t, stderr.String(), `tolerationSeconds: want a whole number of seconds, decimal digits only (at most 15), got "-1"`)
 	})
 }
 

@@ -180,11 +180,11 @@ func (g *Generator) Seed() uint64 { return g.seed }
 var (
 	// validOverrides parse as seconds: leading zeros and the longest
 	// accepted value included.
-	validOverrides = []string{"0", "0", "30", "300", "600", "007", "1", "999999999999999999"}
+	validOverrides = []string{"0", "0", "30", "300", "600", "007", "1", "999999999999999"}
 	// invalidOverrides must be denied: empty, signed, spaced, suffixed,
 	// exponent, hex, fractional, one digit too many, a non-ASCII digit.
 	invalidOverrides = []string{"", "-1", "+5", "soon", " 30", "30 ", "30s", "1e3", "0x10", "3.0",
-		"9999999999999999999", "\u0663", "1_000"}
+		"9999999999999999999", "9007199254740993", "\u0663", "1_000"}
 	// marks are fastover.io/injected values a pod may be submitted with
 	// (copied from another pod, say): the rule reads them.
 	marks = []string{"unreachable=0s", "unreachable=300s", "unreachable=30s", "unreachable=user:600s",
