@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -33,8 +34,9 @@ import (
 // Every answer names the leader of the moment: the old one until the new
 // one has taken the Lease (its acquire time), the new one after it. The
 // gap from the signal to the first answer from the new leader is logged,
-// with its parts: until the new leader's EndpointSlice is published, and
-// from there until kube-proxy's rules send the ClusterIP to it.
+// with its parts: until the new leader's EndpointSlice is published, from
+// there until kube-proxy begins the sync that sends the ClusterIP to it
+// (its wait for --iptables-min-sync-period), and until the answer.
 func TestKubeProxyHandover(t *testing.T) {
 	ns := netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -93,14 +95,14 @@ func TestKubeProxyHandover(t *testing.T) {
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "through kube-proxy's ClusterIP (nftables), lease %v, client every 10 ms:\n", d)
-	fmt.Fprintf(&b, "%-8s %-8s %4s  %-22s %-22s %-22s %-22s\n", "min-sync", "signal", "runs", "gap p50 (min-max)", "signal to slice", "slice to rules", "slice to answer")
+	fmt.Fprintf(&b, "%-8s %-8s %4s  %-22s %-22s %-22s %-22s\n", "min-sync", "signal", "runs", "gap p50 (min-max)", "signal to slice", "slice to sync start", "slice to answer")
 	for _, ms := range []string{"1s", "0s"} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 			var gaps, toSlice, toRules, kpShare []time.Duration
 			for _, r := range rows {
 				if r.minSync == ms && r.sig == sig {
 					gaps, toSlice = append(gaps, r.gap), append(toSlice, r.toSlice)
-					toRules, kpShare = append(toRules, r.rules-r.toSlice), append(kpShare, r.gap-r.toSlice)
+					toRules, kpShare = append(toRules, r.syncStart-r.toSlice), append(kpShare, r.gap-r.toSlice)
 				}
 			}
 			fmt.Fprintf(&b, "%-8s %-8s %4d  %-22s %-22s %-22s %-22s\n", ms, kpSigName(sig), len(gaps), kpSpread(gaps), kpSpread(toSlice), kpSpread(toRules), kpSpread(kpShare))
@@ -116,22 +118,27 @@ type handoverRow struct {
 	old, next string
 	// From the signal: the last answer from the old leader, the new
 	// leader's acquire time (the Lease's), the new leader's slice seen
-	// by the test's watch, the end of kube-proxy's first sync that
-	// programmed it (its log), and the first answer from the new leader.
-	lastOld, acquired, toSlice, rules, gap time.Duration
-	calls, failed                          int
+	// by the test's watch, the start and end of kube-proxy's first sync
+	// that programmed it (its log: the rules take effect in between), and
+	// the first answer from the new leader.
+	lastOld, acquired, toSlice, syncStart, syncDone, gap time.Duration
+	calls, failed                                        int
 	// late counts the old leader's answers to calls sent after the new
 	// leader's acquire time (while it stepped down); lateBy is the
 	// latest such call.
 	late   int
 	lateBy time.Duration
+	// errs counts the failed calls by kind (refused, timeout, reset,
+	// other), each with the longest such call.
+	errs map[string]time.Duration
+	errN map[string]int
 }
 
 func (r handoverRow) String() string {
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	return fmt.Sprintf("%s %s to %s: last answer from the old leader %v, Lease acquired %v, slice %v, kube-proxy's rules %v, first answer from the new leader %v (slice to answer %v); %d calls, %d without an answer; %d answers from the old leader to calls sent after the acquire time (latest +%v)",
-		kpSigName(r.sig), r.old, r.next, ms(r.lastOld), ms(r.acquired), ms(r.toSlice), ms(r.rules), ms(r.gap), ms(r.gap-r.toSlice),
-		r.calls, r.failed, r.late, ms(r.lateBy))
+	return fmt.Sprintf("%s %s to %s: last answer from the old leader %v, Lease acquired %v, slice %v, kube-proxy's sync %v to %v, first answer from the new leader %v (slice to answer %v); %d calls, %d without an answer; %d answers from the old leader to calls sent after the acquire time (latest +%v)",
+		kpSigName(r.sig), r.old, r.next, ms(r.lastOld), ms(r.acquired), ms(r.toSlice), ms(r.syncStart), ms(r.syncDone), ms(r.gap), ms(r.gap-r.toSlice),
+		r.calls, r.failed, r.late, ms(r.lateBy)) + r.errSummary()
 }
 
 // vipClient calls the ClusterIP.
@@ -230,7 +237,8 @@ func kpHandover(ctx context.Context, t *testing.T, f *fleet.Fleet, kp *kubeproxy
 	require.NotEqual(t, old, next)
 	require.True(t, acquired.After(signalled), "the Lease was acquired (%v) after the signal (%v)", acquired, signalled)
 
-	row := handoverRow{sig: sig, old: old, next: next, acquired: acquired.Sub(signalled), calls: len(answers)}
+	row := handoverRow{sig: sig, old: old, next: next, acquired: acquired.Sub(signalled), calls: len(answers),
+		errs: map[string]time.Duration{}, errN: map[string]int{}}
 	for _, p := range pubs.Snapshot() {
 		if p.At.After(signalled) && slices.Equal(p.Addrs, []string{nr.Address()}) {
 			row.toSlice = p.At.Sub(signalled)
@@ -242,6 +250,9 @@ func kpHandover(ctx context.Context, t *testing.T, f *fleet.Fleet, kp *kubeproxy
 		switch {
 		case a.err != nil:
 			row.failed++
+			kind := kpErrKind(a.err)
+			row.errN[kind]++
+			row.errs[kind] = max(row.errs[kind], a.done.Sub(a.sent))
 			assert.True(t, a.done.After(signalled) && firstNew.IsZero(),
 				"%s: the call sent %v after the signal failed outside the handover: %v", sig, a.sent.Sub(signalled), a.err)
 		case a.id == old:
@@ -281,7 +292,7 @@ func kpHandover(ctx context.Context, t *testing.T, f *fleet.Fleet, kp *kubeproxy
 			continue
 		}
 		if s.Start.After(acquired) && s.Endpoints == before {
-			row.rules = s.Done.Sub(signalled)
+			row.syncStart, row.syncDone = s.Start.Sub(signalled), s.Done.Sub(signalled)
 			break
 		}
 	}
@@ -303,6 +314,33 @@ func kpHandover(ctx context.Context, t *testing.T, f *fleet.Fleet, kp *kubeproxy
 	}), "%s serves again as a standby", old)
 	time.Sleep(shortDurations.Retry)
 	return row
+}
+
+func (r handoverRow) errSummary() string {
+	var parts []string
+	for _, k := range []string{"refused", "timeout", "reset", "other"} {
+		if r.errN[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s (longest %v)", r.errN[k], k, r.errs[k].Round(time.Millisecond)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; failed calls: " + strings.Join(parts, ", ")
+}
+
+// kpErrKind names how a call failed.
+func kpErrKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "other"
 }
 
 func kpSigName(s syscall.Signal) string {
