@@ -568,25 +568,7 @@ func (p *publisher) withdraw(ctx context.Context) error {
 // withdrawEndpoints deletes the leader's Endpoints object, as withdraw.
 func (p *publisher) withdrawEndpoints(ctx context.Context) error {
 	have, err := p.endpoints.Get(p.ep.Service)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if have.Annotations[AnnotationIdentity] != p.cfg.Identity {
-		return nil
-	}
-	if !p.leading() {
-		return errNotLeading
-	}
-	err = p.cfg.Client.CoreV1().Endpoints(p.cfg.Namespace).Delete(ctx, have.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion},
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("withdraw Endpoints %s: %w", have.Name, err)
-	}
-	return nil
+	return p.withdrawOwn(ctx, "Endpoints", have, err, p.cfg.Client.CoreV1().Endpoints(p.cfg.Namespace).Delete)
 }
 
 // withdrawSlice deletes the leader's slices, as withdraw.
@@ -605,23 +587,32 @@ func (p *publisher) withdrawSlice(ctx context.Context) error {
 // withdrawSliceNamed deletes one of the leader's slices, as withdraw.
 func (p *publisher) withdrawSliceNamed(ctx context.Context, name string) error {
 	have, err := p.slices.Get(name)
+	return p.withdrawOwn(ctx, "EndpointSlice", have, err, p.cfg.Client.DiscoveryV1().EndpointSlices(p.cfg.Namespace).Delete)
+}
+
+// withdrawOwn deletes have, the cache's copy of one of the leader's
+// objects (err: the cache's answer), if it still names this replica, at
+// the version seen, and only while the replica still leads.
+func (p *publisher) withdrawOwn(ctx context.Context, kind string, have metav1.Object, err error,
+	del func(context.Context, string, metav1.DeleteOptions) error) error {
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if have.Annotations[AnnotationIdentity] != p.cfg.Identity {
+	if have.GetAnnotations()[AnnotationIdentity] != p.cfg.Identity {
 		return nil
 	}
 	if !p.leading() {
 		return errNotLeading
 	}
-	err = p.cfg.Client.DiscoveryV1().EndpointSlices(p.cfg.Namespace).Delete(ctx, have.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion},
+	uid, version := have.GetUID(), have.GetResourceVersion()
+	err = del(ctx, have.GetName(), metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version},
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("withdraw EndpointSlice %s: %w", have.Name, err)
+		return fmt.Errorf("withdraw %s %s: %w", kind, have.GetName(), err)
 	}
 	return nil
 }

@@ -98,21 +98,17 @@ func (c *controller) lead(ctx context.Context, workers int) error {
 // stampNow writes on the stamp ConfigMap who leads, since when, and how
 // many ConfigMaps its cache holds: the new leader's first unit of work.
 func (c *controller) stampNow(ctx context.Context) error {
-	at := c.now()
-	all, err := c.lister.List(labels.Everything())
-	if err != nil {
-		return err
-	}
+	at, cached := c.now(), c.cachedLen()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 		AnnotationStampedBy: c.identity,
 		AnnotationStampedAt: at.UTC().Format(time.RFC3339Nano),
-		AnnotationCached:    fmt.Sprint(len(all)),
+		AnnotationCached:    fmt.Sprint(cached),
 	}}})
-	_, err = c.client.CoreV1().ConfigMaps(c.ns).Patch(ctx, c.stamp, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := c.client.CoreV1().ConfigMaps(c.ns).Patch(ctx, c.stamp, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("stamping ConfigMap %s/%s: %w", c.ns, c.stamp, err)
 	}
-	klog.InfoS("leading, cache synced", "cached", len(all), "stamp", c.stamp)
+	klog.InfoS("leading, cache synced", "cached", cached, "stamp", c.stamp)
 	return nil
 }
 
@@ -135,7 +131,8 @@ func (c *controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-// cachedLen is the number of ConfigMaps the cache holds.
+// cachedLen is the number of ConfigMaps the cache holds (a list of the
+// informer's indexer, which cannot fail).
 func (c *controller) cachedLen() int {
 	all, _ := c.lister.List(labels.Everything())
 	return len(all)

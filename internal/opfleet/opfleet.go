@@ -136,11 +136,17 @@ func (f *Fleet) Start(r *Replica) error {
 	if r.Proc != nil {
 		return r.Proc.Start()
 	}
+	args := f.operatorArgs(r)
 	if f.Args != nil {
-		p, err := f.Env.StartProcess(string(f.Election)+"-"+r.ID, f.Binary, f.Args(r)...)
-		r.Proc = p
-		return err
+		args = f.Args(r)
 	}
+	p, err := f.Env.StartProcess(string(f.Election)+"-"+r.ID, f.Binary, args...)
+	r.Proc = p
+	return err
+}
+
+// operatorArgs are the example operator's flags for the replica.
+func (f *Fleet) operatorArgs(r *Replica) []string {
 	args := []string{
 		"--kubeconfig=" + f.Env.Kubeconfig,
 		"--namespace=" + f.Namespace,
@@ -156,9 +162,7 @@ func (f *Fleet) Start(r *Replica) error {
 	if f.Election == Fastover {
 		args = append(args, "--service="+f.Name, "--address="+r.Address())
 	}
-	p, err := f.Env.StartProcess(string(f.Election)+"-"+r.ID, f.Binary, args...)
-	r.Proc = p
-	return err
+	return args
 }
 
 // StopAll kills every replica.
