@@ -56,8 +56,18 @@ type Proxy struct {
 }
 
 // Start starts a proxy to the API server that upstream reaches (its host
-// and CA; not its credentials: the client brings its own).
+// and CA; not its credentials: the client brings its own). The proxy
+// listens on 127.0.0.1 of this process's network; it reaches the API
+// server with upstream.Dial if set (a control plane in a network namespace
+// sets it), else directly.
 func Start(upstream *rest.Config) (*Proxy, error) {
+	return StartListening(upstream, net.Listen)
+}
+
+// StartListening is Start with the listener made by listen: for a client
+// inside a network namespace, the namespace's own Listen, so that the proxy
+// listens on the namespace's 127.0.0.1.
+func StartListening(upstream *rest.Config, listen func(network, address string) (net.Listener, error)) (*Proxy, error) {
 	target, err := url.Parse(upstream.Host)
 	if err != nil {
 		return nil, err
@@ -70,7 +80,7 @@ func Start(upstream *rest.Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +95,7 @@ func Start(upstream *rest.Config) (*Proxy, error) {
 			TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 			MaxIdleConnsPerHost: 100,
 			ForceAttemptHTTP2:   false,
+			DialContext:         upstream.Dial,
 		},
 		FlushInterval: -1, // watch events as they come
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {

@@ -1,0 +1,413 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/internal/kubeproxy"
+	"github.com/fastover/fastover/tests/harness/faultproxy"
+)
+
+// leaderFault is what happens to the leader in a handover.
+type leaderFault string
+
+const (
+	// faultTerm is a planned stop (a rolling update): SIGTERM.
+	faultTerm leaderFault = "SIGTERM"
+	// faultKill is a crash: SIGKILL.
+	faultKill leaderFault = "SIGKILL"
+	// faultFreeze freezes the leader (SIGSTOP) until a new leader
+	// answers, then lets it run again (SIGCONT): a long GC pause, a
+	// throttled container, a VM paused.
+	faultFreeze leaderFault = "SIGSTOP"
+	// faultCut pulls the leader's cable: its address drops every packet
+	// and its way to the API server stalls, until a new leader answers;
+	// then the network heals.
+	faultCut leaderFault = "cut"
+)
+
+// caller is a client of the leader's Service: one call, and the identity
+// of the replica that answered it.
+type caller interface {
+	call() (string, error)
+}
+
+// handoverRig is what a handover test plays its faults on.
+type handoverRig struct {
+	f    *fleet.Fleet
+	d    fleet.Durations
+	pubs *fleet.Log
+	c    caller
+	// kp, if set, is the kube-proxy between the client and the replicas:
+	// the row gets its sync's times.
+	kp *kubeproxy.Proxy
+	// proxies are the replicas' ways to the API server (faultCut needs
+	// them), by identity.
+	proxies map[string]*faultproxy.Proxy
+}
+
+// useFaultProxies gives every replica of f its own fault-injecting proxy
+// to the API server, inside the control plane's network namespace, with
+// the admin's token; call it before f.Add.
+func (h *handoverRig) useFaultProxies(t *testing.T) {
+	t.Helper()
+	env := h.f.Env
+	require.NotNil(t, env.Netns(), "the fault proxies listen in the control plane's network namespace")
+	token := kubeconfigToken(t, env.Kubeconfig)
+	h.proxies = map[string]*faultproxy.Proxy{}
+	h.f.KubeconfigOf = func(r *fleet.Replica) (string, error) {
+		p := h.proxies[r.ID]
+		if p == nil {
+			var err error
+			if p, err = faultproxy.StartListening(env.Config, env.Netns().Listen); err != nil {
+				return "", err
+			}
+			h.proxies[r.ID] = p
+			t.Cleanup(p.Close)
+		}
+		path := filepath.Join(env.Dir, "kubeconfig-proxy-"+r.ID)
+		return path, p.WriteKubeconfig(path, "admin", token, h.f.Namespace)
+	}
+}
+
+// handoverRow is one handover as a client saw it.
+type handoverRow struct {
+	// setting names the configuration of the run (kube-proxy's
+	// min-sync, ...).
+	setting   string
+	fault     leaderFault
+	old, next string
+	// From the fault: the last answer from the old leader, the new
+	// leader's acquire time (the Lease's), the new leader's slice seen
+	// by the test's watch, the start and end of kube-proxy's first sync
+	// that programmed it (its log: the rules take effect in between; zero
+	// without kube-proxy), and the first answer from the new leader.
+	lastOld, acquired, toSlice, syncStart, syncDone, gap time.Duration
+	calls, failed                                        int
+	// late counts the old leader's answers to calls sent after the new
+	// leader's acquire time (while it stepped down); lateBy is the
+	// latest such call.
+	late   int
+	lateBy time.Duration
+	// errs counts the failed calls by kind (refused, timeout, reset,
+	// other), each with the longest such call.
+	errs map[string]time.Duration
+	errN map[string]int
+}
+
+func (r handoverRow) String() string {
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	sync := ""
+	if r.syncStart > 0 {
+		sync = fmt.Sprintf(", kube-proxy's sync %v to %v", ms(r.syncStart), ms(r.syncDone))
+	}
+	return fmt.Sprintf("%s %s to %s: last answer from the old leader %v, Lease acquired %v, slice %v%s, first answer from the new leader %v (slice to answer %v); %d calls, %d without an answer; %d answers from the old leader to calls sent after the acquire time (latest +%v)",
+		r.fault, r.old, r.next, ms(r.lastOld), ms(r.acquired), ms(r.toSlice), sync, ms(r.gap), ms(r.gap-r.toSlice),
+		r.calls, r.failed, r.late, ms(r.lateBy)) + r.errSummary()
+}
+
+// gapBound is how long a fault may keep a client without an answer:
+// generous, for a loaded machine.
+func gapBound(flt leaderFault, d fleet.Durations) time.Duration {
+	if flt == faultTerm {
+		return 5 * time.Second
+	}
+	return d.Lease + 2*d.Retry + 5*time.Second
+}
+
+// answer is one call: when it was sent, when it ended, who answered.
+type answer struct {
+	sent, done time.Time
+	id         string
+	err        error
+}
+
+// handover plays flt on the leader old while the rig's client calls every
+// 10 ms, checks that every answer names the leader of the moment (the old
+// one until the new one has taken the Lease, the new one after it, never
+// a standby, never the old one again), starts the old leader again as a
+// standby, and returns the times.
+func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, flt leaderFault) handoverRow {
+	t.Helper()
+	f := h.f
+	r := f.ByID(old)
+	require.NotNil(t, r, "leader %q is a replica", old)
+
+	// Each call starts on its own 10 ms tick, whether or not the one
+	// before has ended (a call to a frozen or cut-off leader hangs until
+	// its timeout): the first answer from the new leader is seen within
+	// 10 ms of when it can be had, as by a client with many callers.
+	var mu sync.Mutex
+	var answers []answer
+	var calls sync.WaitGroup
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			calls.Add(1)
+			go func() {
+				defer calls.Done()
+				a := answer{sent: time.Now()}
+				a.id, a.err = h.c.call()
+				a.done = time.Now()
+				mu.Lock()
+				answers = append(answers, a)
+				mu.Unlock()
+			}()
+		}
+	}()
+	newAnswers := func() (n int, first time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range answers {
+			if a.err == nil && a.id != old {
+				if n == 0 || a.done.Before(first) {
+					first = a.done
+				}
+				n++
+			}
+		}
+		return n, first
+	}
+
+	time.Sleep(200 * time.Millisecond)
+	var heal func(context.Context) error
+	signalled := time.Now()
+	switch flt {
+	case faultTerm:
+		require.NoError(t, r.Proc.Signal(syscall.SIGTERM))
+	case faultKill:
+		require.NoError(t, r.Proc.Signal(syscall.SIGKILL))
+	case faultFreeze:
+		require.NoError(t, r.Proc.Signal(syscall.SIGSTOP))
+		heal = func(context.Context) error { return r.Proc.Signal(syscall.SIGCONT) }
+	case faultCut:
+		p := h.proxies[old]
+		require.NotNil(t, p, "a cut needs the replicas' fault proxies (useFaultProxies)")
+		p.Partition(true)
+		cut, err := f.Env.Netns().Cut(ctx, netip.MustParseAddr(r.Address()))
+		require.NoError(t, err)
+		heal = func(ctx context.Context) error {
+			p.Partition(false)
+			return cut(ctx)
+		}
+	default:
+		t.Fatalf("unknown fault %q", flt)
+	}
+	// Wait for the new leader's answers, and some more of them.
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		n, first := newAnswers()
+		return n > 0 && time.Since(first) > 300*time.Millisecond, nil
+	})
+	if err == nil && heal != nil {
+		// The old leader wakes up or gets its network back while the
+		// client goes on calling: it must not answer any more.
+		require.NoError(t, heal(ctx))
+		time.Sleep(1500 * time.Millisecond)
+	}
+	close(stop)
+	<-stopped
+	calls.Wait()
+	if heal != nil && err != nil {
+		_ = heal(ctx)
+	}
+	require.NoError(t, err, "no answer from a new leader after %s to %s", flt, old)
+
+	lease, err := f.Env.Client.CoordinationV1().Leases(f.Namespace).Get(ctx, f.Lease, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, lease.Spec.HolderIdentity)
+	require.NotNil(t, lease.Spec.AcquireTime)
+	next := *lease.Spec.HolderIdentity
+	acquired := lease.Spec.AcquireTime.Time
+	nr := f.ByID(next)
+	require.NotNil(t, nr, "the Lease's holder %q is a replica", next)
+	require.NotEqual(t, old, next)
+	require.True(t, acquired.After(signalled), "the Lease was acquired (%v) after the fault (%v)", acquired, signalled)
+
+	row := handoverRow{fault: flt, old: old, next: next, acquired: acquired.Sub(signalled), calls: len(answers),
+		errs: map[string]time.Duration{}, errN: map[string]int{}}
+	for _, p := range h.pubs.Snapshot() {
+		if p.At.After(signalled) && slices.Equal(p.Addrs, []string{nr.Address()}) {
+			row.toSlice = p.At.Sub(signalled)
+			break
+		}
+	}
+	// The first answer from the new leader; then every call in the order
+	// it was sent.
+	var firstNew time.Time
+	for _, a := range answers {
+		if a.err == nil && a.id == next && (firstNew.IsZero() || a.done.Before(firstNew)) {
+			firstNew = a.done
+		}
+	}
+	slices.SortFunc(answers, func(a, b answer) int { return a.sent.Compare(b.sent) })
+	for _, a := range answers {
+		switch {
+		case a.err != nil:
+			row.failed++
+			kind := errKind(a.err)
+			row.errN[kind]++
+			row.errs[kind] = max(row.errs[kind], a.done.Sub(a.sent))
+			assert.True(t, a.done.After(signalled) && a.sent.Before(firstNew),
+				"%s: the call sent %v after the fault failed outside the handover: %v", flt, a.sent.Sub(signalled), a.err)
+		case a.id == old:
+			row.lastOld = max(row.lastOld, a.done.Sub(signalled))
+			assert.True(t, a.sent.Before(firstNew), "%s: the old leader %s answered a call sent %v after the fault, after the new leader %s had answered (%v)",
+				flt, old, a.sent.Sub(signalled), next, firstNew.Sub(signalled))
+			// Stepping down, the old leader may still answer a call sent
+			// just after the new leader's acquire time (it released the
+			// Lease, its listener is not closed yet), never long after.
+			if a.sent.After(acquired) {
+				row.late++
+				row.lateBy = a.sent.Sub(acquired)
+				assert.Less(t, row.lateBy, time.Second, "%s: the old leader %s answered a call sent %v after %s took the Lease",
+					flt, old, row.lateBy, next)
+			}
+		case a.id == next:
+			assert.True(t, a.done.After(acquired), "%s: %s answered before it took the Lease", flt, next)
+		default:
+			assert.Fail(t, "an answer names no leader", "%s: %q answered a call sent %v after the fault (old %s, new %s)", flt, a.id, a.sent.Sub(signalled), old, next)
+		}
+	}
+	row.gap = firstNew.Sub(signalled)
+	if h.kp != nil {
+		row.syncStart, row.syncDone = h.programmedBy(t, signalled, acquired)
+	}
+	if row.toSlice == 0 {
+		row.toSlice = row.acquired // the watch missed it: the Lease's time is the bound
+	}
+
+	// The old leader comes back as a standby, as the kubelet would start
+	// it: after a planned stop it exited cleanly; frozen or cut off, it
+	// found its Lease gone and exited to start afresh.
+	switch flt {
+	case faultTerm:
+		exited, err := r.Proc.WaitExit(10 * time.Second)
+		require.True(t, exited, "the leader did not exit after SIGTERM")
+		require.NoError(t, err, "a planned stop exits cleanly")
+	case faultFreeze, faultCut:
+		exited, err := r.Proc.WaitExit(15 * time.Second)
+		require.True(t, exited, "the old leader did not exit after it lost the Lease (%s)", flt)
+		require.Error(t, err, "a lost Lease ends the process with an error, to be restarted")
+	}
+	r.Proc.Stop(syscall.SIGKILL, 0)
+	require.NoError(t, f.Start(r))
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		code, id, err := f.Get(r.Address(), "/")
+		return err == nil && code == http.StatusOK && id == old, nil
+	}), "%s serves again as a standby", old)
+	time.Sleep(h.d.Retry)
+	return row
+}
+
+// programmedBy finds kube-proxy's sync that programmed the new leader: the
+// first, begun after the Lease changed hands, with as many endpoints as
+// before the fault (a SIGTERM's removal sync has one fewer). It returns
+// its start and end from the fault.
+func (h *handoverRig) programmedBy(t *testing.T, signalled, acquired time.Time) (start, done time.Duration) {
+	t.Helper()
+	syncs, err := h.kp.Syncs()
+	require.NoError(t, err)
+	before := -1
+	for _, s := range syncs {
+		if s.Family != "IPv4" {
+			continue
+		}
+		if s.Done.Before(signalled) {
+			before = s.Endpoints
+			continue
+		}
+		if s.Start.After(acquired) && s.Endpoints == before {
+			return s.Start.Sub(signalled), s.Done.Sub(signalled)
+		}
+	}
+	return 0, 0
+}
+
+func (r handoverRow) errSummary() string {
+	var parts []string
+	for _, k := range []string{"refused", "timeout", "reset", "other"} {
+		if r.errN[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s (longest %v)", r.errN[k], k, r.errs[k].Round(time.Millisecond)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; failed calls: " + strings.Join(parts, ", ")
+}
+
+// errKind names how a call failed.
+func errKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "other"
+}
+
+// spread is "p50 (min-max) ms" of ds.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	ms := func(d time.Duration) int64 { return d.Round(time.Millisecond).Milliseconds() }
+	return fmt.Sprintf("%d (%d-%d) ms", ms(s[len(s)/2]), ms(s[0]), ms(s[len(s)-1]))
+}
+
+// handoverTable is the rows' gaps by setting and fault, with kube-proxy's
+// share where it was there.
+func handoverTable(rows []handoverRow, settings []string, faults []leaderFault) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-8s %-8s %4s  %-22s %-22s %-22s %-22s\n", "setting", "fault", "runs", "gap p50 (min-max)", "fault to slice", "slice to sync start", "slice to answer")
+	for _, st := range settings {
+		for _, flt := range faults {
+			var gaps, toSlice, toRules, share []time.Duration
+			for _, r := range rows {
+				if r.setting == st && r.fault == flt {
+					gaps, toSlice, share = append(gaps, r.gap), append(toSlice, r.toSlice), append(share, r.gap-r.toSlice)
+					if r.syncStart > 0 {
+						toRules = append(toRules, r.syncStart-r.toSlice)
+					}
+				}
+			}
+			if len(gaps) == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "%-8s %-8s %4d  %-22s %-22s %-22s %-22s\n", st, flt, len(gaps), spread(gaps), spread(toSlice), spread(toRules), spread(share))
+		}
+	}
+	return b.String()
+}
