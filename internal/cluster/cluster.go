@@ -244,6 +244,19 @@ func (e *Env) DialContext(ctx context.Context, network, address string) (net.Con
 	return (&net.Dialer{}).DialContext(ctx, network, address)
 }
 
+// FrontProxyCA returns the aggregation layer's CA (PEM): the one
+// kube-apiserver's client certificate for aggregated API servers chains to,
+// as published in kube-system/extension-apiserver-authentication.
+func (e *Env) FrontProxyCA() []byte { return e.pki.frontProxyCA }
+
+// FrontProxyClientFiles returns the files of the client certificate
+// kube-apiserver presents to aggregated API servers (common name
+// FrontProxyClientCN): a test may call such a server directly as
+// kube-apiserver does.
+func (e *Env) FrontProxyClientFiles() (certFile, keyFile string) {
+	return e.pki.proxyCert, e.pki.proxyKey
+}
+
 // Netns returns the network namespace the control plane runs in, or nil.
 func (e *Env) Netns() *netns.NS { return e.opts.Netns }
 
@@ -321,6 +334,20 @@ func (e *Env) startAPIServer(etcdURL string) error {
 		// blockOwnerDeletion on an owner reference needs update on the
 		// owner's finalizers.
 		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+		// The aggregation layer as a real control plane has it: a
+		// front-proxy CA of its own, the client certificate
+		// kube-apiserver presents to aggregated API servers, the headers
+		// that name the user; and the endpoint of an APIService's Service
+		// resolved by kube-apiserver itself, from its EndpointSlices,
+		// instead of its ClusterIP.
+		"--requestheader-client-ca-file=" + e.pki.frontProxyFile,
+		"--requestheader-allowed-names=" + FrontProxyClientCN,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + e.pki.proxyCert,
+		"--proxy-client-key-file=" + e.pki.proxyKey,
+		"--enable-aggregator-routing=true",
 	}
 	if e.opts.Netns != nil {
 		// In the namespace, the address is a real one of the pod range:

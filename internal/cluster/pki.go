@@ -5,8 +5,10 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,7 +28,20 @@ type pki struct {
 	saPub      string // its public key, verifies them
 	tokenFile  string // static token file of kube-apiserver
 	adminToken string
+
+	// The aggregation layer's own CA, separate from the cluster's as in
+	// a real control plane, and the client certificate kube-apiserver
+	// presents to aggregated API servers, signed by it.
+	frontProxyCA   []byte // PEM
+	frontProxyFile string
+	proxyCert      string
+	proxyKey       string
 }
+
+// FrontProxyClientCN is the common name of the client certificate
+// kube-apiserver presents to aggregated API servers, and the one name of
+// --requestheader-allowed-names.
+const FrontProxyClientCN = "front-proxy-client"
 
 // newPKI writes a fresh PKI into dir; the serving certificate names the
 // address kube-apiserver binds besides the usual names.
@@ -60,6 +75,15 @@ func newPKI(dir, apiAddr string) (*pki, error) {
 		return nil, err
 	}
 
+	frontCA, err := certs.NewCA("fastover-test-front-proxy-ca", 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := issueClientCert(frontCA, FrontProxyClientCN, 24*time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("front-proxy client certificate: %w", err)
+	}
+
 	p := &pki{
 		caCert:     ca.CertPEM,
 		caFile:     filepath.Join(dir, "ca.crt"),
@@ -69,6 +93,11 @@ func newPKI(dir, apiAddr string) (*pki, error) {
 		saPub:      filepath.Join(dir, "sa.pub"),
 		tokenFile:  filepath.Join(dir, "tokens.csv"),
 		adminToken: fmt.Sprintf("%x", token),
+
+		frontProxyCA:   frontCA.CertPEM,
+		frontProxyFile: filepath.Join(dir, "front-proxy-ca.crt"),
+		proxyCert:      filepath.Join(dir, "front-proxy-client.crt"),
+		proxyKey:       filepath.Join(dir, "front-proxy-client.key"),
 	}
 	files := map[string][]byte{
 		p.caFile:    ca.CertPEM,
@@ -79,6 +108,10 @@ func newPKI(dir, apiAddr string) (*pki, error) {
 		// The admin user is in system:masters: the tests, kwok and the
 		// controllers all use it.
 		p.tokenFile: fmt.Appendf(nil, "%s,admin,admin,system:masters\n", p.adminToken),
+
+		p.frontProxyFile: frontCA.CertPEM,
+		p.proxyCert:      proxy.CertPEM,
+		p.proxyKey:       proxy.KeyPEM,
 	}
 	for name, data := range files {
 		if err := os.WriteFile(name, data, 0o600); err != nil {
@@ -86,4 +119,88 @@ func newPKI(dir, apiAddr string) (*pki, error) {
 		}
 	}
 	return p, nil
+}
+
+// issueClientCert makes a client certificate with the common name, signed
+// by ca (package certs issues serving certificates only).
+func issueClientCert(ca *certs.CA, commonName string, validity time.Duration) (*certs.KeyPair, error) {
+	caCert, caKey, err := parseCA(ca)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: commonName},
+		NotBefore:    now.Add(-5 * time.Minute),
+		NotAfter:     now.Add(validity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &certs.KeyPair{
+		CertPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		Serial:   serial,
+		NotAfter: tmpl.NotAfter,
+	}, nil
+}
+
+// parseCA returns the CA's certificate and key, to sign with.
+func parseCA(ca *certs.CA) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	b, _ := pem.Decode(ca.CertPEM)
+	if b == nil {
+		return nil, nil, fmt.Errorf("CA certificate: no PEM block")
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := ca.KeyPEM()
+	if err != nil {
+		return nil, nil, err
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, nil, fmt.Errorf("CA key: no PEM block")
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cert, key, nil
+}
+
+// NewServingCert makes a CA of its own and a serving certificate for the
+// DNS names (or IP addresses) signed by it, valid for a day: what an
+// aggregated API server or a webhook of a test serves, with caPEM its
+// caBundle.
+func NewServingCert(dnsNames ...string) (certPEM, keyPEM, caPEM []byte, err error) {
+	if len(dnsNames) == 0 {
+		return nil, nil, nil, fmt.Errorf("cluster: NewServingCert needs at least one DNS name")
+	}
+	ca, err := certs.NewCA("fastover-test-serving-ca", 24*time.Hour)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kp, err := ca.Issue(dnsNames, 24*time.Hour)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return kp.CertPEM, kp.KeyPEM, ca.CertPEM, nil
 }
