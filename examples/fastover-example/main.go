@@ -4,12 +4,14 @@
 //
 // It serves GET / (its identity, one line), /healthz (the election's
 // liveness check), /readyz (ready once the election runs, standbys too) and
-// /metrics. SIGTERM hands leadership over; a lost Lease makes it exit with
+// /metrics; with --tls-cert-file, over HTTPS, and with the aggregated API
+// example.fastover.io/v1alpha1 under /apis (aggapi.go). SIGTERM hands leadership over; a lost Lease makes it exit with
 // status 1, to be restarted as a fresh standby.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -67,6 +69,10 @@ type options struct {
 	servicePorts   bool
 	drain          time.Duration
 	actingLog      string
+	tlsCert        string
+	tlsKey         string
+	requestCA      string
+	allowedNames   string
 }
 
 func parseFlags(args []string, out io.Writer) (*options, error) {
@@ -90,6 +96,10 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.BoolVar(&o.removeSelector, "remove-selector", false, "let the leader remove the Service's selector (migration from a selector Service)")
 	fs.DurationVar(&o.drain, "drain", 0, "how long the work takes to stop once told to, as a controller that drains its queues (for tests and demos)")
 	fs.StringVar(&o.actingLog, "acting-log", "", "append a line to this file each time the leader acts (every 10 ms while it leads), with the wall-clock time in ns, for tests that check no two replicas ever act at once")
+	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate (PEM): serve HTTPS, and the aggregated API example.fastover.io/v1alpha1 under /apis (needs --tls-private-key-file)")
+	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
+	fs.StringVar(&o.requestCA, "requestheader-client-ca-file", "", "CA (PEM) that the aggregation layer's client certificate chains to (default: from ConfigMap kube-system/extension-apiserver-authentication)")
+	fs.StringVar(&o.allowedNames, "requestheader-allowed-names", "", "common names allowed for the aggregation layer's client certificate, comma-separated, with --requestheader-client-ca-file (empty: any signed by the CA)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -109,6 +119,15 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	if o.listen == "" {
 		o.listen = ":" + strconv.Itoa(o.port)
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return nil, errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if o.tlsCert == "" && (o.requestCA != "" || o.allowedNames != "") {
+		return nil, errors.New("--requestheader-client-ca-file and --requestheader-allowed-names need --tls-cert-file (the aggregated API is served over HTTPS only)")
+	}
+	if o.requestCA == "" && o.allowedNames != "" {
+		return nil, errors.New("--requestheader-allowed-names needs --requestheader-client-ca-file (else both come from the ConfigMap)")
 	}
 	return o, nil
 }
@@ -172,9 +191,18 @@ func run(args []string, stderr io.Writer) error {
 	mux.HandleFunc("GET /healthz", probe(elector.Check))
 	mux.HandleFunc("GET /readyz", probe(elector.Ready))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	var tlsConfig *tls.Config
+	if o.tlsCert != "" {
+		if tlsConfig, err = serveAPI(mux, o, client, elector); err != nil {
+			return err
+		}
+	}
 	l, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
+	}
+	if tlsConfig != nil {
+		l = tls.NewListener(l, tlsConfig)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
@@ -192,7 +220,7 @@ func run(args []string, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	klog.InfoS("fastover-example started", "identity", elector.Identity(), "listen", l.Addr().String(), "service", o.service)
+	klog.InfoS("fastover-example started", "identity", elector.Identity(), "listen", l.Addr().String(), "service", o.service, "https", tlsConfig != nil)
 	err = elector.Run(ctx, func(ctx context.Context) error {
 		// The controller's work: here, to be the leader until told to
 		// stop, acting every 10 ms if asked to log it.
@@ -206,6 +234,30 @@ func run(args []string, stderr io.Writer) error {
 	})
 	acts.stop(err)
 	return err
+}
+
+// serveAPI loads the serving certificate and the aggregation layer's CA and
+// adds the aggregated API to mux; it returns the server's TLS
+// configuration, which asks for (but does not require) a client
+// certificate: /, the probes and /metrics stay open.
+func serveAPI(mux *http.ServeMux, o *options, client kubernetes.Interface, src replicaSource) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err)
+	}
+	auth, err := loadFrontProxyAuth(context.Background(), client, o.requestCA, o.allowedNames)
+	if err != nil {
+		return nil, err
+	}
+	api := newAggAPI(src, auth)
+	mux.Handle(apisPrefix, api)
+	mux.Handle(apisPrefix+"/", api)
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequestClientCert,
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}, nil
 }
 
 func probe(check func(*http.Request) error) http.HandlerFunc {
