@@ -33,9 +33,14 @@
 //     endpoint reconciler does for the kubernetes Service; a stale one from
 //     selector days is taken over in place. EndpointConfig.SkipEndpoints
 //     turns it off (a stale one is then deleted).
-//   - On a planned stop the leader withdraws its slices and its Endpoints
-//     object (only those that still name it, at the version it saw) before
-//     it releases the Lease.
+//   - On a planned stop the leader releases the Lease and leaves its slices
+//     and its Endpoints object to the standby that takes over, which
+//     replaces its address in one write each: the Service changes once,
+//     from one leader to the next, never through no endpoint at all (which
+//     kube-proxy, syncing at most once per --iptables-min-sync-period, would
+//     make last about a second). If no successor has done so within
+//     RetryPeriod, it withdraws them (only those that still name it, at the
+//     version it saw).
 //
 // The election is the one of client-go's leaderelection, with these
 // differences that make failover faster and safer:

@@ -295,9 +295,62 @@ func TestRenewalFindsTheLeaseTaken(t *testing.T) {
 	assert.True(t, stopped.Before(r.clock.Now().Add(time.Nanosecond)))
 }
 
-// A planned stop (Run's context cancelled): the work stops, the endpoint
-// is withdrawn, the Lease released (no holder, 1 s) for a standby to take
-// at once, with an Event; Run returns nil.
+// TestPlannedStopLeavesTheEndpointToTheSuccessor: on a planned stop the
+// leader releases the Lease and leaves its slice and Endpoints object to
+// the standby that takes over, which replaces them in one write each: it
+// deletes neither, and returns as soon as the successor's endpoint is
+// there, not after a retry period. (Withdrawn first, the Service would
+// change twice, through no endpoint at all: kube-proxy, which waits its
+// min-sync period between two syncs, would leave the ClusterIP without an
+// endpoint for about a second.)
+func TestPlannedStopLeavesTheEndpointToTheSuccessor(t *testing.T) {
+	client := fake.NewClientset(testService(), testLease("1", "", 1, 4, time.Now().Add(-time.Hour)))
+	r := startRun(t, client, func(c *Config) {
+		c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.1.2.3", PodName: "ctl-0", NodeName: "node-a"}
+	}, nil)
+	r.awaitLeading()
+	slices := client.DiscoveryV1().EndpointSlices("ns")
+	endpoints := client.CoreV1().Endpoints("ns")
+	require.Eventually(t, func() bool {
+		_, err := r.el.pub.slices.Get("svc-fastover")
+		_, err2 := r.el.pub.endpoints.Get("svc")
+		return err == nil && err2 == nil
+	}, waitFor, time.Millisecond, "the endpoint was not published")
+	r.cancel()
+	require.Eventually(t, func() bool { return r.lease().Spec.HolderIdentity == nil }, waitFor, time.Millisecond, "the Lease was not released")
+	released := r.clock.Now()
+
+	// The successor takes the endpoint over, as its publisher does.
+	ctx := context.Background()
+	slice, err := slices.Get(ctx, "svc-fastover", metav1.GetOptions{})
+	require.NoError(t, err)
+	slice.Annotations[AnnotationIdentity] = "next"
+	slice.Endpoints[0].Addresses = []string{"10.1.2.4"}
+	_, err = slices.Update(ctx, slice, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	ep, err := endpoints.Get(ctx, "svc", metav1.GetOptions{})
+	require.NoError(t, err)
+	ep.Annotations[AnnotationIdentity] = "next"
+	ep.Subsets[0].Addresses[0].IP = "10.1.2.4"
+	_, err = endpoints.Update(ctx, ep, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	r.stepUntil(handOffPoll, r.returned)
+	require.NoError(t, r.result())
+	assert.Less(t, r.clock.Since(released), DefaultRetryPeriod/2, "Run waited for more than the successor's endpoint")
+	slice, err = slices.Get(ctx, "svc-fastover", metav1.GetOptions{})
+	require.NoError(t, err, "the successor's slice was deleted")
+	assert.Equal(t, "next", slice.Annotations[AnnotationIdentity])
+	ep, err = endpoints.Get(ctx, "svc", metav1.GetOptions{})
+	require.NoError(t, err, "the successor's Endpoints object was deleted")
+	assert.Equal(t, "next", ep.Annotations[AnnotationIdentity])
+	assert.Zero(t, countActions(client, "delete", "endpointslices")+countActions(client, "delete", "endpoints"), "the ex-leader deleted something")
+}
+
+// A planned stop (Run's context cancelled): the work stops, the Lease is
+// released (no holder, 1 s) for a standby to take at once, with an Event;
+// no standby takes the endpoint over within a retry period, so it is
+// withdrawn then; Run returns nil.
 func TestPlannedStopReleasesTheLease(t *testing.T) {
 	// A released Lease (with a UID, which the fake API would not give).
 	client := fake.NewClientset(testService(), testLease("1", "", 1, 4, time.Now().Add(-time.Hour)))
@@ -325,7 +378,14 @@ func TestPlannedStopReleasesTheLease(t *testing.T) {
 		return err == nil && err2 == nil
 	}, waitFor, time.Millisecond)
 	r.cancel()
+	// Released first; the endpoint waits for a successor.
+	require.Eventually(t, func() bool { return r.lease().Spec.HolderIdentity == nil }, waitFor, time.Millisecond, "the Lease was not released")
+	_, err = slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
+	require.NoError(t, err, "the endpoint was withdrawn before a successor could take it over")
+	released := r.clock.Now()
+	r.stepUntil(handOffPoll, r.returned)
 	require.NoError(t, r.result())
+	assert.Equal(t, DefaultRetryPeriod, r.clock.Since(released).Round(handOffPoll), "withdrawn after a retry period without a successor")
 	_, err = slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the endpoint was not withdrawn: %v", err)
 	_, err = client.CoreV1().Endpoints("ns").Get(context.Background(), "svc", metav1.GetOptions{})

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -61,6 +62,10 @@ type publisher struct {
 	// needs them; podRead says they were.
 	podPorts []corev1.ContainerPort
 	podRead  bool
+
+	// released says this replica released the Lease on a planned stop:
+	// what it withdraws then, it withdraws as the ex-leader (handOff).
+	released atomic.Bool
 }
 
 // run keeps the leader the Service's only endpoint for the term: at once,
@@ -555,14 +560,67 @@ func (p *publisher) deleteStaleEndpoints(ctx context.Context) error {
 
 // withdraw deletes the leader's slice and Endpoints object, the versions
 // this replica last saw, on a planned stop. It never deletes a newer
-// leader's: they are deleted only while this replica leads, only if they
-// name it, and only with the UID and resourceVersion it has.
+// leader's: they are deleted only while this replica leads (or has just
+// released the Lease, handOff), only if they name it, and only with the
+// UID and resourceVersion it has.
 func (p *publisher) withdraw(ctx context.Context) error {
 	err := p.withdrawSlice(ctx)
 	if p.endpoints != nil && !errors.Is(err, errNotLeading) {
 		err = errors.Join(err, p.withdrawEndpoints(ctx))
 	}
 	return err
+}
+
+// handOffPoll is how often handOff looks for the successor's endpoint in
+// the caches.
+const handOffPoll = 10 * time.Millisecond
+
+// handOff is the endpoint's part of a planned stop, once this replica has
+// released the Lease: it leaves its slice and Endpoints object to the
+// successor, which replaces this replica's address with its own in one
+// write each, and waits up to bound for that; whatever still names this
+// replica then (no standby took over) is withdrawn, so that the Service
+// is not left with the address of a stopped replica.
+//
+// Left to the successor, the Service changes once, from this replica to
+// the next. A withdrawal first would change it twice, through a Service
+// without endpoints, which clients that batch changes make last: kube-proxy
+// waits --iptables-min-sync-period (1 s by default) between two syncs of
+// its rules, and kube-apiserver marks an APIService whose Service has no
+// endpoint unavailable until it has checked the next one.
+func (p *publisher) handOff(ctx context.Context, bound time.Duration) error {
+	p.released.Store(true)
+	clk := p.cfg.Clock
+	deadline := clk.Now().Add(bound)
+	for p.namesMe() && clk.Now().Before(deadline) {
+		tick := clk.NewTimer(handOffPoll)
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return p.withdraw(context.WithoutCancel(ctx))
+		case <-tick.C():
+		}
+	}
+	if !p.namesMe() {
+		p.log.V(1).Info("the successor took the endpoint over")
+		return nil
+	}
+	p.log.Info("no successor took the endpoint over; withdrawing it", "waited", bound)
+	return p.withdraw(ctx)
+}
+
+// namesMe reports whether one of the leader's slices or its Endpoints
+// object, as the caches have them, still names this replica.
+func (p *publisher) namesMe() bool {
+	mine := func(o metav1.Object, err error) bool {
+		return err == nil && o.GetAnnotations()[AnnotationIdentity] == p.cfg.Identity
+	}
+	for _, addr := range p.leaderAddresses() {
+		if mine(p.slices.Get(p.sliceNameFor(addressType(addr)))) {
+			return true
+		}
+	}
+	return p.endpoints != nil && mine(p.endpoints.Get(p.ep.Service))
 }
 
 // withdrawEndpoints deletes the leader's Endpoints object, as withdraw.
@@ -604,7 +662,7 @@ func (p *publisher) withdrawOwn(ctx context.Context, kind string, have metav1.Ob
 	if have.GetAnnotations()[AnnotationIdentity] != p.cfg.Identity {
 		return nil
 	}
-	if !p.leading() {
+	if !p.leading() && !p.released.Load() {
 		return errNotLeading
 	}
 	uid, version := have.GetUID(), have.GetResourceVersion()

@@ -198,20 +198,28 @@ func (t *term) waitWork(renewing bool) bool {
 	}
 }
 
-// handOver withdraws the endpoint and releases the Lease, so that a
-// standby takes over at once instead of after the Lease expires.
+// handOver releases the Lease, so that a standby takes over at once
+// instead of after the Lease expires, and leaves the endpoint to it
+// (publisher.handOff): withdrawn only if no successor replaced it within a
+// retry period. If the Lease cannot be released, the endpoint is withdrawn
+// at once, while this replica still holds the Lease.
 func (t *term) handOver() {
 	e := t.e
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.RenewDeadline)
 	defer cancel()
-	if e.pub != nil {
-		if err := e.pub.withdraw(ctx); err != nil {
-			t.log.Error(err, "could not withdraw the endpoint")
-		}
-	}
 	if err := e.lease.release(ctx); err != nil {
 		t.log.Error(err, "could not release the Lease; it will expire")
+		if e.pub != nil {
+			if err := e.pub.withdraw(ctx); err != nil {
+				t.log.Error(err, "could not withdraw the endpoint")
+			}
+		}
 		return
 	}
 	t.log.Info("released the Lease")
+	if e.pub != nil {
+		if err := e.pub.handOff(ctx, e.cfg.RetryPeriod); err != nil {
+			t.log.Error(err, "could not withdraw the endpoint")
+		}
+	}
 }
