@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -351,10 +353,8 @@ func (h *handoverRig) programmedBy(t *testing.T, signalled, acquired time.Time) 
 
 func (r handoverRow) errSummary() string {
 	var parts []string
-	for _, k := range []string{"refused", "timeout", "reset", "other"} {
-		if r.errN[k] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s (longest %v)", r.errN[k], k, r.errs[k].Round(time.Millisecond)))
-		}
+	for _, k := range slices.Sorted(maps.Keys(r.errN)) {
+		parts = append(parts, fmt.Sprintf("%d %s (longest %v)", r.errN[k], k, r.errs[k].Round(time.Millisecond)))
 	}
 	if len(parts) == 0 {
 		return ""
@@ -362,10 +362,22 @@ func (r handoverRow) errSummary() string {
 	return "; failed calls: " + strings.Join(parts, ", ")
 }
 
-// errKind names how a call failed.
+// statusError is an answer that was not 200 OK.
+type statusError struct {
+	code int
+	body string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.body) }
+
+// errKind names how a call failed: refused, reset, timeout, the HTTP
+// status of an answer that was not 200 OK, or other.
 func errKind(err error) string {
 	var ne net.Error
+	var se *statusError
 	switch {
+	case errors.As(err, &se):
+		return "HTTP " + strconv.Itoa(se.code)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused"
 	case errors.Is(err, syscall.ECONNRESET):

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -112,7 +111,7 @@ func (c *vipClient) call() (string, error) {
 		return "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("status %d", resp.StatusCode)
+		return "", &statusError{code: resp.StatusCode, body: string(b)}
 	}
 	return strings.TrimSpace(string(b)), nil
 }
