@@ -282,7 +282,8 @@ func TestLeaderAPIServerRestart(t *testing.T) {
 }
 
 // TestLeaderSingleReplica: one replica, the same Service: it publishes
-// itself; on SIGTERM it withdraws its endpoint; back, it publishes again.
+// itself; on SIGTERM, with no standby to take its endpoint over, it
+// withdraws it (after a retry period); back, it publishes again.
 func TestLeaderSingleReplica(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
