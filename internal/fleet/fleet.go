@@ -76,6 +76,7 @@ type Fleet struct {
 	// 127.0.0.N.
 	BindPublished bool
 	http          *http.Client
+	api           *apiTLS // set by EnableAPI
 }
 
 // New prepares a fleet; Add starts replicas. The binary takes the flags of
@@ -159,7 +160,8 @@ func (f *Fleet) Start(r *Replica) error {
 		"--address=" + r.Address(),
 		"--listen=" + listen + ":" + strconv.Itoa(f.Port),
 		"--port=" + strconv.Itoa(f.Port),
-	}, f.Args...)
+	}, f.apiArgs()...)
+	args = append(args, f.Args...)
 	p, err := f.Env.StartProcess(r.ID, f.Binary, args...)
 	r.Proc = p
 	return err
@@ -219,13 +221,14 @@ func PublishedAddresses(slices []discoveryv1.EndpointSlice) []string {
 	return out
 }
 
-// Get calls path on the replica that publishes addr.
+// Get calls path on the replica that publishes addr, over HTTPS after
+// EnableAPI.
 func (f *Fleet) Get(addr, path string) (int, string, error) {
 	host, err := f.callAddress(addr)
 	if err != nil {
 		return 0, "", err
 	}
-	resp, err := f.http.Get("http://" + host + ":" + strconv.Itoa(f.Port) + path)
+	resp, err := f.http.Get(f.scheme() + "://" + host + ":" + strconv.Itoa(f.Port) + path)
 	if err != nil {
 		return 0, "", err
 	}
