@@ -3,8 +3,10 @@
 // kube-scheduler, kwok nodes) it installs fastover with cert-manager, runs
 // the example controller, and measures what fastover changes: a node lost,
 // the leader killed, the leader stopped for a rolling update, a Service
-// migrated from selector mode. It prints a summary table and writes the
-// timeline as an SVG picture.
+// migrated from selector mode. As root it runs all of it in a network
+// namespace of its own, with kube-proxy (nftables mode), and shows the
+// handovers also as a client of the Service's ClusterIP sees them. It
+// prints a summary table and writes the timeline as an SVG picture.
 //
 // It needs the binaries of `make tools` and fastover's own
 // (`go build -o bin/ ./cmd/...`); `make demo` builds both. Ctrl-C stops
@@ -91,6 +93,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&opts.LeaseDuration, "lease-duration", 0, "the example's lease duration (default 15s; 4s with --quick)")
 	fs.DurationVar(&opts.RenewDeadline, "renew-deadline", 0, "the example's renew deadline (default 10s; 3s with --quick)")
 	fs.DurationVar(&opts.RetryPeriod, "retry-period", 0, "the example's retry period (default 2s; 1s with --quick)")
+	minSync := time.Second
+	fs.DurationVar(&minSync, "kube-proxy-min-sync", minSync, "kube-proxy's --iptables-min-sync-period in the kube-proxy lane (1s is kube-proxy's default; 0s syncs at once)")
 	fs.StringVar(&opts.BinDir, "bin", "", "directory of the binaries (default $FASTOVER_BIN, else bin/ of the repository)")
 	fs.Usage = func() {
 		_, _ = fmt.Fprintf(stderr, "Usage: fastover-demo [flags]\n\nShows, on a local control plane of real Kubernetes components, what fastover changes.\n\n")
@@ -105,6 +109,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		_, _ = fmt.Fprintf(stderr, "fastover-demo: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	switch {
+	case minSync < 0:
+		_, _ = fmt.Fprintf(stderr, "fastover-demo: --kube-proxy-min-sync=%v: want 0s or more\n", minSync)
+		return 2
+	case minSync == 0:
+		opts.KubeProxyMinSync = -1 // Options' 0s
+	default:
+		opts.KubeProxyMinSync = minSync
 	}
 	opts.Out = stdout
 

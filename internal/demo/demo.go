@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,8 @@ import (
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/internal/kubeproxy"
+	"github.com/fastover/fastover/internal/netns"
 	"github.com/fastover/fastover/leader"
 	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
@@ -63,6 +66,10 @@ type Options struct {
 	WebhookBinary, ExampleBinary string
 	// ManifestsDir is fastover's manifests/; empty means install.Dir().
 	ManifestsDir string
+	// KubeProxyMinSync is kube-proxy's --iptables-min-sync-period in the
+	// kube-proxy lane: zero means kube-proxy's default, 1s (what a
+	// cluster runs); negative means 0s (it syncs at once).
+	KubeProxyMinSync time.Duration
 }
 
 const (
@@ -74,6 +81,7 @@ const (
 	haService     = "example"
 	migrateNS     = "demo-migrate"
 	oldApp        = "old-example"
+	exampleSA     = "fastover-example"
 	controlSvc    = "control"
 	systemNS      = "fastover-system"
 	servingCert   = "fastover-webhook"
@@ -90,10 +98,15 @@ type demo struct {
 	sum  *Summary
 
 	env     *cluster.Env
+	ns      *netns.NS            // the control plane's network namespace; nil without root
 	client  kubernetes.Interface // env's, without printing the API server's warnings
 	envDir  string
 	ha      *fleet.Fleet
 	certDir string
+	// kp is kube-proxy, in ns; clients are the real clients that call
+	// the example's Service during the handovers.
+	kp      *kubeproxy.Proxy
+	clients []*realClient
 	// keepLogs keeps the control plane's directory: something failed.
 	keepLogs bool
 }
@@ -241,6 +254,9 @@ func (d *demo) stop() {
 	if d.env != nil {
 		d.env.Stop()
 	}
+	if d.ns != nil {
+		_ = d.ns.Close()
+	}
 	if d.envDir != "" && !d.keepLogs {
 		_ = os.RemoveAll(d.envDir)
 	}
@@ -258,7 +274,11 @@ func (d *demo) step(format string, args ...any) func(format string, args ...any)
 func (d *demo) setup(ctx context.Context) error {
 	o := d.opts
 	d.out.Printf("fastover demo: real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok nodes on this machine")
-	d.out.Printf("node-monitor grace period %v (GRACE=50s for Kubernetes' default), leader election %v\n", o.Grace, d.durations())
+	d.out.Printf("node-monitor grace period %v (GRACE=50s for Kubernetes' default), leader election %v", o.Grace, d.durations())
+	if err := d.makeNetns(); err != nil {
+		return err
+	}
+	d.out.Printf("")
 
 	done := d.step("starting the control plane: etcd, kube-apiserver, kube-controller-manager (--node-monitor-grace-period=%v), kube-scheduler, %d kwok nodes (%s)",
 		o.Grace, len(nodes), strings.Join(nodes, ", "))
@@ -273,7 +293,7 @@ func (d *demo) setup(ctx context.Context) error {
 	}
 	ch := make(chan started, 1)
 	go func() {
-		env, err := cluster.New(cluster.Options{NodeMonitorGracePeriod: o.Grace, Nodes: nodes, BinDir: o.BinDir, Dir: dir})
+		env, err := cluster.New(cluster.Options{NodeMonitorGracePeriod: o.Grace, Nodes: nodes, BinDir: o.BinDir, Dir: dir, Netns: d.ns})
 		ch <- started{env, err}
 	}()
 	var s started
@@ -299,6 +319,14 @@ func (d *demo) setup(ctx context.Context) error {
 		d.sum.KubernetesVersion = v.GitVersion
 	}
 	done("Kubernetes %s ready, logs in %s", d.sum.KubernetesVersion, filepath.Join(dir, "logs"))
+	if d.ns != nil {
+		// It starts now and syncs while the rest is set up.
+		skipped, err := d.startKubeProxy()
+		if err != nil {
+			return err
+		}
+		d.skipClient(skipped)
+	}
 
 	if err := d.install(ctx); err != nil {
 		return err
@@ -306,7 +334,55 @@ func (d *demo) setup(ctx context.Context) error {
 	if err := d.deployApps(ctx); err != nil {
 		return err
 	}
-	return d.startExample(ctx)
+	id, err := d.startExample(ctx)
+	if err != nil {
+		return err
+	}
+	return d.startClients(ctx, id)
+}
+
+// makeNetns makes the network namespace the control plane runs in, so
+// that kube-proxy can program the Services' ClusterIPs there and
+// kube-apiserver can reach the replicas at the addresses they publish.
+// Without root the demo runs on the host's loopback, without those lanes.
+func (d *demo) makeNetns() error {
+	ns, err := netns.New(netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
+	switch {
+	case errors.Is(err, netns.ErrNotPermitted):
+		d.skipClient(fmt.Sprintf("the kube-proxy and kube-apiserver lanes need root (a network namespace of the demo's own), so this run shows the handovers through the EndpointSlices only (%v)", err))
+		return nil
+	case err != nil:
+		return err
+	}
+	d.ns = ns
+	d.out.Printf("in a network namespace of its own (root): replicas bind the addresses they publish (%s), Services get ClusterIPs in %s", netns.PodNet, netns.ServiceNet)
+	return nil
+}
+
+// skipClient says why a lane of real clients does not run.
+func (d *demo) skipClient(why string) {
+	if why == "" {
+		return
+	}
+	d.sum.ClientsSkipped = append(d.sum.ClientsSkipped, why)
+	d.out.Printf("note: %s", why)
+}
+
+// startClients prepares the real clients of the example's Service, whose
+// leader is id.
+func (d *demo) startClients(ctx context.Context, id string) error {
+	if d.kp != nil {
+		done := d.step("kube-proxy (nftables, --iptables-min-sync-period=%v) for %s: a client calls the ClusterIP of %s/%s every %v during the handovers",
+			d.kubeProxyMinSync(), kubeProxyNode, haNS, haService, clientEvery)
+		c, err := d.kubeProxyClient(ctx, id)
+		if err != nil {
+			return err
+		}
+		d.clients = append(d.clients, c)
+		d.sum.RealClients = append(d.sum.RealClients, c.via)
+		done("%s answers %q", c.target, id)
+	}
+	return nil
 }
 
 // install installs fastover as a user would: cert-manager first, then the
@@ -453,27 +529,28 @@ func (d *demo) deployApps(ctx context.Context) error {
 }
 
 // startExample runs three replicas of fastover-example behind a
-// selector-less Service, with the Role the leader library documents.
-func (d *demo) startExample(ctx context.Context) error {
+// selector-less Service, with the Role the leader library documents, and
+// returns the leader's identity.
+func (d *demo) startExample(ctx context.Context) (string, error) {
 	done := d.step("running the example controller: 3 replicas of fastover-example on the leader library (%v), behind the selector-less Service %s/%s",
 		d.durations(), haNS, haService)
 	f, err := d.newFleet(ctx, haNS, haService, "example")
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := f.CreateService(ctx, nil); err != nil {
-		return err
+		return "", err
 	}
 	if err := f.Add(3); err != nil {
-		return err
+		return "", err
 	}
 	d.ha = f
 	id, err := f.WaitServing(ctx, "", time.Minute)
 	if err != nil {
-		return err
+		return "", err
 	}
 	done("%s leads: the Service's one endpoint is %s and GET / through it answers %q; the other two stand by", id, f.ByID(id).Address(), id)
-	return nil
+	return id, nil
 }
 
 // newFleet prepares replicas of fastover-example in a new namespace, with a
@@ -488,7 +565,10 @@ func (d *demo) newFleet(ctx context.Context, ns, svc, name string, extra ...stri
 		return nil, err
 	}
 	f.Name = name
-	if f.Kubeconfig, err = d.env.KubeconfigFor(ctx, ns, "fastover-example", fleet.LeaderRole); err != nil {
+	// In the namespace the addresses are real: replicas bind them, and
+	// kube-proxy and kube-apiserver reach them there.
+	f.BindPublished = d.ns != nil
+	if f.Kubeconfig, err = d.env.KubeconfigFor(ctx, ns, exampleSA, fleet.LeaderRole); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -512,5 +592,18 @@ func (d *demo) report(r Result) {
 	}
 	for _, n := range r.Notes {
 		d.out.Printf("      %s", n)
+	}
+	for _, c := range r.Clients {
+		mark, gap := "✔", FormatDuration(c.Gap)
+		if !c.Passed {
+			mark = "✘"
+		}
+		if c.Gap == 0 {
+			gap = "no answer"
+		}
+		d.out.Printf("    %s client %s: the new leader after %s; %s", mark, c.Name, gap, c.Verdict())
+		for _, n := range c.Notes {
+			d.out.Printf("      %s", n)
+		}
 	}
 }

@@ -23,6 +23,23 @@
 //     selector and every stale endpoint, where a Service whose selector is
 //     removed by hand keeps them.
 //
+// As root, the control plane and every process the demo starts run in a
+// network namespace of the demo's own (package internal/netns), where the
+// replicas bind the addresses they publish and kube-proxy (nftables mode,
+// package internal/kubeproxy) programs the Services' ClusterIPs. The
+// handovers (the leader killed, the leader's SIGTERM) are then also
+// watched by real clients, each calling every 10 ms from before the
+// signal until the new leader answers it: one calls the example Service's
+// ClusterIP through kube-proxy (Options.KubeProxyMinSync is its
+// --iptables-min-sync-period, 1s by default as in a cluster), one lists
+// the example's aggregated API through kube-apiserver, which routes to the
+// endpoint the leader publishes. Each is a line of the summary table (the
+// gap from the signal to the first answer from the new leader; whether any
+// answer came from a standby, which fails the scenario) and a lane of the
+// timeline (answers from the old leader, failed calls, answers from the new
+// leader). Without root the demo runs on the host's loopback without those
+// lanes, and says so (Summary.ClientsSkipped).
+//
 // While a scenario waits, a one-line status shows what the cluster looks
 // like (rewritten in place on a terminal, printed every few seconds
 // otherwise). At the end Run prints a summary table and writes the same

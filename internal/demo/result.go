@@ -66,6 +66,10 @@ type Result struct {
 	// Spans are stretches of the timeline worth naming: the grace
 	// period, the dead leader's Lease running out.
 	Spans []Span
+	// Clients are the handover as real clients saw it (the kube-proxy
+	// and kube-apiserver lanes), in the handover scenarios of a run in a
+	// network namespace.
+	Clients []ClientLane
 }
 
 // Span is a stretch of a scenario's timeline.
@@ -91,6 +95,10 @@ type Summary struct {
 	Results []Result
 	// SVGPath is where the picture was written ("" if not).
 	SVGPath string
+	// RealClients say how each real client called the example's Service
+	// during the handovers (one line each); ClientsSkipped why a lane of
+	// them did not run (not root, a binary missing).
+	RealClients, ClientsSkipped []string
 }
 
 // Passed reports whether every scenario passed (and there was one).
@@ -101,6 +109,11 @@ func (s *Summary) Passed() bool {
 	for _, r := range s.Results {
 		if !r.Passed {
 			return false
+		}
+		for _, c := range r.Clients {
+			if !c.Passed {
+				return false
+			}
 		}
 	}
 	return true
@@ -122,12 +135,34 @@ func (s *Summary) WriteTable(w io.Writer) error {
 			}
 		}
 		_, _ = fmt.Fprintf(tw, "%d. %s\t%s\t%s [%d]\t%s\n", i+1, r.Name, got, r.Baseline, i+1, result)
+		for _, c := range r.Clients {
+			gap := FormatDuration(c.Gap)
+			if c.Gap == 0 {
+				gap = "-"
+			}
+			_, _ = fmt.Fprintf(tw, "   client %s\t%s\t\t%s\n", c.Name, gap, c.Verdict())
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for i, r := range s.Results {
 		if _, err := fmt.Fprintf(w, "[%d] %s\n", i+1, r.Baseline.Why); err != nil {
+			return err
+		}
+	}
+	if len(s.RealClients) > 0 {
+		if _, err := fmt.Fprintf(w, "client lines: the gap from the signal to the first answer from the new leader, for a client calling every %v:\n", clientEvery); err != nil {
+			return err
+		}
+		for _, c := range s.RealClients {
+			if _, err := fmt.Fprintf(w, "  %s\n", c); err != nil {
+				return err
+			}
+		}
+	}
+	for _, why := range s.ClientsSkipped {
+		if _, err := fmt.Fprintf(w, "note: %s\n", why); err != nil {
 			return err
 		}
 	}

@@ -266,8 +266,8 @@ func (d *demo) leaderKilled(ctx context.Context) Result {
 }
 
 // leaderTerminated: SIGTERM to the leading replica, as a rolling update
-// does. It stops its work, withdraws its endpoint and releases the Lease; a
-// standby takes over at once.
+// does. It stops its work and releases the Lease, leaving its endpoint to
+// its successor; a standby takes over at once.
 func (d *demo) leaderTerminated(ctx context.Context) Result {
 	res := Result{Name: "The leader gets SIGTERM", Measured: "a new leader answers through the Service"}
 	d.out.Printf("\n==> scenario 3/4: the leader gets SIGTERM, as in a rolling update. It must hand over at once")
@@ -304,9 +304,15 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 	if err != nil {
 		return fail("watch the EndpointSlices: %v", err)
 	}
+	// The real clients call from before the signal until after the new
+	// leader answers them.
+	recs := d.recordClients(wctx)
 	var tl timeline
 	_, expires := leases.state()
 	if err := r.Proc.Signal(sig); err != nil {
+		for _, rec := range recs {
+			rec.finish()
+		}
 		return fail("signal %s: %v", old, err)
 	}
 	t0 := tl.start()
@@ -318,6 +324,15 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 
 	var answered time.Time
 	var got string
+	defer func() {
+		for _, rec := range recs {
+			select {
+			case <-rec.stopped:
+			default:
+				rec.finish()
+			}
+		}
+	}()
 	for answered.IsZero() {
 		now := time.Now()
 		if now.Sub(t0) > timeout {
@@ -354,17 +369,24 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 		}
 	}
 	newAddr := f.ByID(got).Address()
+	var sliceAt time.Time
+	withdrawn := false
 	for _, p := range published.Snapshot() {
 		if !p.At.After(t0) {
 			continue
 		}
 		switch {
 		case len(p.Addrs) == 0:
+			withdrawn = true
 			tl.mark(p.At, old+" withdraws its endpoint")
 		case slices.Equal(p.Addrs, []string{newAddr}):
 			tl.mark(p.At, fmt.Sprintf("EndpointSlice → %s (%s)", newAddr, got))
+			if sliceAt.IsZero() {
+				sliceAt = p.At
+			}
 		}
 	}
+	res.Clients = d.finishClients(ctx, recs, &tl, t0.Add(timeout), old, got, sliceAt)
 	res.Fastover = answered.Sub(t0)
 	res.Events = tl.events
 	sl, err := f.Slices(ctx)
@@ -380,7 +402,11 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 		if !exited || exitErr != nil {
 			return fail("%s did not exit cleanly after SIGTERM (exited %t: %v)", old, exited, exitErr)
 		}
-		res.Notes = append(res.Notes, old+" stopped its work, withdrew its endpoint, released the Lease and exited 0")
+		if withdrawn {
+			res.Notes = append(res.Notes, old+" stopped its work, withdrew its endpoint, released the Lease and exited 0")
+		} else {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s stopped its work, released the Lease, left its endpoint to %s, which replaced it with its own (the Service was never without an endpoint), and exited 0", old, got))
+		}
 	default:
 		holder, _ := leases.state()
 		res.Notes = append(res.Notes, fmt.Sprintf("%s took the Lease when it expired; the Service's one endpoint is %s, and %s answers", holder, newAddr, got))

@@ -27,7 +27,25 @@ const (
 	colorText     = "#1d2330"
 	colorMuted    = "#5b6473"
 	colorFail     = "#c62828"
+	colorOld      = "#8a96a8"
+	colorStandby  = "#6a1b9a"
+
+	clientRow   = 16 // between two client strips
+	clientStrip = 10 // a client strip's height
 )
+
+// outcomeColor is the color of a client's calls with the outcome.
+func outcomeColor(o Outcome) string {
+	switch o {
+	case FromOld:
+		return colorOld
+	case Failed:
+		return colorFail
+	case FromNew:
+		return colorFastover
+	}
+	return colorStandby
+}
 
 // WriteSVG writes the summary's timeline as an SVG picture, atomically
 // (the file is replaced only once complete). Each scenario is a lane: its
@@ -84,6 +102,24 @@ func RenderSVG(s *Summary) string {
 	b.rect(svgMargin+200, y-10, 12, 12, colorDefault, 1)
 	b.text(svgMargin+218, y, 13, "normal", colorText, "start", "Kubernetes default it replaces")
 	b.text(plotRight, y, 12, "normal", colorMuted, "end", "each scenario has time axes of its own")
+	if hasClients(s) {
+		// The client strips' legend.
+		y += 20
+		b.text(svgMargin, y, 13, "normal", colorText, "start", fmt.Sprintf("clients calling every %v:", clientEvery))
+		x := float64(svgMargin + 160)
+		for _, o := range []Outcome{FromOld, Failed, FromNew, FromStandby} {
+			b.rect(x, y-10, 12, 12, outcomeColor(o), 1)
+			label := "answers from the " + o.String()
+			switch o {
+			case Failed:
+				label = "failed calls"
+			case FromStandby:
+				label = "answers from a standby (never)"
+			}
+			b.text(x+18, y, 13, "normal", colorText, "start", label)
+			x += 18 + textWidth(label, 13) + 22
+		}
+	}
 	y += 18
 
 	for i, r := range s.Results {
@@ -217,18 +253,26 @@ func (b *svgBuilder) laneContent(y float64, n int, r Result) float64 {
 		for _, e := range r.Events {
 			span = max(span, e.At)
 		}
+		for _, c := range r.Clients {
+			span = max(span, c.Gap)
+		}
 		step, end := niceAxis(span)
 		x := func(d time.Duration) float64 {
 			return plotLeft + float64(plotWidth)*d.Seconds()/end.Seconds()
 		}
-		axisY := y + float64(len(r.Events)-1)*eventRow + 12
+		spanY := y + float64(len(r.Events)-1)*eventRow + 12
 		if len(r.Spans) > 0 { // a row of their own, above the axis
-			axisY += eventRow
+			spanY += eventRow
+		}
+		// The client strips, between the spans and the axis.
+		axisY := spanY
+		if len(r.Clients) > 0 {
+			axisY += 4 + float64(len(r.Clients))*clientRow
 		}
 		for _, sp := range r.Spans {
 			x0, x1 := x(sp.From), x(min(sp.To, end))
-			b.rect(x0, axisY-6, max(x1-x0, 1), 6, colorMuted, 0.25)
-			b.label((x0+x1)/2, axisY-10, "middle", sp.What)
+			b.rect(x0, spanY-6, max(x1-x0, 1), 6, colorMuted, 0.25)
+			b.label((x0+x1)/2, spanY-10, "middle", sp.What)
 		}
 		for i, e := range r.Events {
 			ey := y + float64(i)*eventRow
@@ -242,6 +286,9 @@ func (b *svgBuilder) laneContent(y float64, n int, r Result) float64 {
 				b.label(ex-8, ey, "end", label)
 			}
 		}
+		for i, c := range r.Clients {
+			b.clientStrip(spanY+4+float64(i)*clientRow, c, x, end)
+		}
 		b.line(plotLeft, axisY, plotRight, axisY, colorText, 1, "")
 		for t := time.Duration(0); t <= end; t += step {
 			tx := x(t)
@@ -251,6 +298,48 @@ func (b *svgBuilder) laneContent(y float64, n int, r Result) float64 {
 		y = axisY + 24
 	}
 	return y + 12
+}
+
+// clientStrip draws a real client's calls at y, on the timeline's scale
+// x up to end: the outcomes as colored stretches, the first answer from
+// the new leader marked with its time.
+func (b *svgBuilder) clientStrip(y float64, c ClientLane, x func(time.Duration) float64, end time.Duration) {
+	// "via kube-apiserver" fits the margin; the title has the rest.
+	b.text(plotLeft-10, y+clientStrip-1, 11, "normal", colorText, "end", strings.Replace(c.Name, "through ", "via ", 1))
+	fmt.Fprintf(b.w, `<g><title>%s</title>`+"\n", esc("client "+c.Name+": "+c.Via+": "+c.Verdict()))
+	for _, sg := range c.Segments {
+		from, to := max(sg.From, 0), min(sg.To, end)
+		if to <= from {
+			continue
+		}
+		b.rect(x(from), y, max(x(to)-x(from), 1), clientStrip, outcomeColor(sg.Outcome), 1)
+	}
+	b.w.WriteString("</g>\n")
+	if c.Gap > 0 {
+		gx := x(c.Gap)
+		b.line(gx, y-2, gx, y+clientStrip+2, colorText, 1.5, "")
+		label := FormatDuration(c.Gap)
+		if !c.Passed {
+			label += ": " + c.Error
+		}
+		if gx < plotLeft+plotWidth*0.8 {
+			b.label(gx+5, y+clientStrip-1, "start", label)
+		} else {
+			b.label(gx-5, y+clientStrip-1, "end", label)
+		}
+	} else if !c.Passed {
+		b.label(plotLeft+4, y+clientStrip-1, "start", "FAILED: "+c.Error)
+	}
+}
+
+// hasClients reports whether a scenario has client lanes.
+func hasClients(s *Summary) bool {
+	for _, r := range s.Results {
+		if len(r.Clients) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // speedup compares fastover's time with the default's lower bound: "32×

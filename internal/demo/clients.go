@@ -1,0 +1,499 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fastover/fastover/internal/kubeproxy"
+)
+
+// The real clients of the example's Service: a client that calls its
+// ClusterIP through kube-proxy, and one that calls its aggregated API
+// through kube-apiserver. Both need the control plane in a network
+// namespace of the demo's own (root).
+
+// clientEvery is how often a real client calls.
+const clientEvery = 10 * time.Millisecond
+
+// kubeProxyNode is the node kube-proxy runs for: not the one the demo
+// loses.
+const kubeProxyNode = "node-b"
+
+// The lanes' names.
+const (
+	kubeProxyLane = "through kube-proxy"
+	apiServerLane = "through kube-apiserver"
+)
+
+// realClient is one kind of client: a name for the output and a call that
+// returns the identity of the replica that answered.
+type realClient struct {
+	// name is the lane's name: "through kube-proxy".
+	name string
+	// via says how it calls, for the notes; target is what it calls.
+	via, target string
+	call        func(ctx context.Context) (string, error)
+}
+
+// startKubeProxy starts kube-proxy in the control plane's namespace; it
+// returns a reason instead when the lane cannot run here (no binary).
+func (d *demo) startKubeProxy() (skipped string, err error) {
+	bin := filepath.Join(d.opts.BinDir, "kube-proxy")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Sprintf("the kube-proxy lane needs %s: run `tests/tools/build.sh kubeproxy` (or `make tools`)", bin), nil
+	}
+	d.kp, err = kubeproxy.Start(d.env, kubeproxy.Options{Node: kubeProxyNode, MinSyncPeriod: d.opts.KubeProxyMinSync, Binary: bin})
+	return "", err
+}
+
+// kubeProxyMinSync is the --iptables-min-sync-period kube-proxy runs with.
+func (d *demo) kubeProxyMinSync() time.Duration {
+	switch m := d.opts.KubeProxyMinSync; {
+	case m == 0:
+		return kubeproxy.DefaultMinSyncPeriod
+	case m < 0:
+		return 0
+	default:
+		return m
+	}
+}
+
+// kubeProxyClient waits for kube-proxy to program the example's Service
+// and returns the client of its ClusterIP, once that answers from the
+// leader.
+func (d *demo) kubeProxyClient(ctx context.Context, leaderID string) (*realClient, error) {
+	vip, err := d.kp.WaitService(ctx, haNS, haService, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 300 * time.Millisecond, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			return d.env.DialContext(ctx, network, address)
+		},
+	}}
+	url := "http://" + vip + ":80/"
+	c := &realClient{
+		name:   kubeProxyLane,
+		target: vip + ":80",
+		via:    fmt.Sprintf("GET %s, the Service's ClusterIP, through kube-proxy (nftables, --iptables-min-sync-period=%v)", url, d.kubeProxyMinSync()),
+		call: func(ctx context.Context) (string, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return "", err
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				return "", err
+			}
+			defer func() { _ = resp.Body.Close() }()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return "", err
+			}
+			if resp.StatusCode != http.StatusOK {
+				return "", statusError(resp.StatusCode)
+			}
+			return strings.TrimSpace(string(b)), nil
+		},
+	}
+	if err := answersFrom(ctx, c, leaderID, 10*time.Second); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// answersFrom waits until c answers from id.
+func answersFrom(ctx context.Context, c *realClient, id string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := c.call(ctx)
+		if err == nil && got == id {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("answered %q", got)
+			}
+			return fmt.Errorf("the client %s does not answer from the leader %s after %v: %w", c.name, id, timeout, err)
+		}
+		if !sleep(ctx, 20*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// call is one call of a real client.
+type call struct {
+	sent, done time.Time
+	id         string
+	err        error
+}
+
+// recorder starts a call of a client every clientEvery, whatever the
+// calls before it do, until stopped, and keeps every call.
+type recorder struct {
+	c       *realClient
+	mu      sync.Mutex
+	calls   []call
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+func record(ctx context.Context, c *realClient) *recorder {
+	r := &recorder{c: c, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(r.stopped)
+		var inflight sync.WaitGroup
+		defer inflight.Wait()
+		tick := time.NewTicker(clientEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			inflight.Add(1)
+			go func() {
+				defer inflight.Done()
+				cl := call{sent: time.Now()}
+				cl.id, cl.err = c.call(ctx)
+				cl.done = time.Now()
+				r.mu.Lock()
+				r.calls = append(r.calls, cl)
+				r.mu.Unlock()
+			}()
+		}
+	}()
+	return r
+}
+
+// firstFrom returns when the first answer from id came, if one has.
+func (r *recorder) firstFrom(id string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var first time.Time
+	for _, c := range r.calls {
+		if c.err == nil && c.id == id && (first.IsZero() || c.done.Before(first)) {
+			first = c.done
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// finish stops the calls, waits for those under way, and returns them in
+// the order they were sent.
+func (r *recorder) finish() []call {
+	close(r.stop)
+	<-r.stopped
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Clone(r.calls)
+	slices.SortFunc(out, func(a, b call) int { return a.sent.Compare(b.sent) })
+	return out
+}
+
+// Outcome is what a client's call got.
+type Outcome int
+
+// The outcomes of a call in a handover.
+const (
+	// FromOld: the old leader answered.
+	FromOld Outcome = iota
+	// Failed: no answer (refused, timed out, an error status).
+	Failed
+	// FromNew: the new leader answered.
+	FromNew
+	// FromStandby: a replica that was neither answered: what must never
+	// happen.
+	FromStandby
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case FromOld:
+		return "old leader"
+	case Failed:
+		return "failed"
+	case FromNew:
+		return "new leader"
+	case FromStandby:
+		return "a standby"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// ClientSegment is a stretch of a client's calls with one outcome, from
+// the send of its first call to the send of the next stretch's first (or
+// the end of its last call).
+type ClientSegment struct {
+	From, To time.Duration
+	Outcome  Outcome
+}
+
+// ClientLane is a handover as a real client saw it.
+type ClientLane struct {
+	// Name is the lane's: "through kube-proxy".
+	Name string
+	// Via says how the client calls: the URL, kube-proxy's settings.
+	Via string
+	// Gap is the time from the fault to the first answer from the new
+	// leader (zero if none came).
+	Gap time.Duration
+	// LastOld is when the old leader's last answer came (zero if none
+	// came after the fault).
+	LastOld time.Duration
+	// Calls, Failed: how many calls were made around the fault, how many
+	// got no answer; FailedBy counts them by kind (refused, timeout,
+	// reset, status 503, ...).
+	Calls, Failed int
+	FailedBy      map[string]int
+	// Standbys are the identities of standbys that answered (none, when
+	// fastover does its job).
+	Standbys []string
+	// OldAfterNew counts answers from the old leader to calls sent after
+	// the new one's first answer came.
+	OldAfterNew int
+	// Segments are the calls by outcome, in order, for the picture.
+	Segments []ClientSegment
+	// Passed: the new leader answered, and no standby ever did; Error
+	// says why not.
+	Passed bool
+	Error  string
+	// Notes are what else was measured, one line each.
+	Notes []string
+}
+
+// lane turns a client's calls around a handover from old to next, with
+// the fault at t0, into a lane.
+func lane(c *realClient, calls []call, t0 time.Time, old, next string) ClientLane {
+	l := ClientLane{Name: c.name, Via: c.via, Calls: len(calls), FailedBy: map[string]int{}}
+	var firstNew time.Time
+	var oldSent []time.Time
+	standbys := map[string]bool{}
+	for i, cl := range calls {
+		var o Outcome
+		switch {
+		case cl.err != nil:
+			o = Failed
+			l.Failed++
+			l.FailedBy[failKind(cl.err)]++
+		case cl.id == old:
+			o = FromOld
+			if cl.done.After(t0) {
+				l.LastOld = max(l.LastOld, cl.done.Sub(t0))
+			}
+			oldSent = append(oldSent, cl.sent)
+		case cl.id == next:
+			o = FromNew
+			if firstNew.IsZero() || cl.done.Before(firstNew) {
+				firstNew = cl.done
+			}
+		default:
+			o = FromStandby
+			standbys[cl.id] = true
+		}
+		to := cl.done
+		if i+1 < len(calls) {
+			to = calls[i+1].sent
+		}
+		from, end := cl.sent.Sub(t0), to.Sub(t0)
+		if n := len(l.Segments); n > 0 && l.Segments[n-1].Outcome == o {
+			l.Segments[n-1].To = end
+		} else {
+			l.Segments = append(l.Segments, ClientSegment{From: from, To: end, Outcome: o})
+		}
+	}
+	// Calls sent after the new leader's first answer came.
+	for _, sent := range oldSent {
+		if !firstNew.IsZero() && sent.After(firstNew) {
+			l.OldAfterNew++
+		}
+	}
+	for id := range standbys {
+		l.Standbys = append(l.Standbys, id)
+	}
+	slices.Sort(l.Standbys)
+	if !firstNew.IsZero() {
+		l.Gap = firstNew.Sub(t0)
+	}
+	switch {
+	case len(l.Standbys) > 0:
+		l.Error = fmt.Sprintf("a standby answered: %s", strings.Join(l.Standbys, ", "))
+	case firstNew.IsZero():
+		l.Error = fmt.Sprintf("the new leader %s never answered (%d calls, %d failed)", next, l.Calls, l.Failed)
+	default:
+		l.Passed = true
+	}
+	return l
+}
+
+// Verdict is the lane's result in a few words: "no standby answered (312
+// calls, 97 failed: 97 refused)".
+func (l ClientLane) Verdict() string {
+	if !l.Passed {
+		return "FAILED: " + l.Error
+	}
+	s := fmt.Sprintf("no standby answered (%d calls, %d without an answer", l.Calls, l.Failed)
+	if l.Failed > 0 {
+		kinds := make([]string, 0, len(l.FailedBy))
+		for k := range l.FailedBy {
+			kinds = append(kinds, k)
+		}
+		slices.Sort(kinds)
+		parts := make([]string, 0, len(kinds))
+		for _, k := range kinds {
+			parts = append(parts, fmt.Sprintf("%d %s", l.FailedBy[k], k))
+		}
+		s += ": " + strings.Join(parts, ", ")
+	}
+	return s + ")"
+}
+
+// failKind names how a call failed.
+func failKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// The server closed the connection without an answer: a
+		// replica stopping.
+		return "closed"
+	}
+	var se statusError
+	if errors.As(err, &se) {
+		return se.Error()
+	}
+	return "other"
+}
+
+// statusError is an answer with an error status.
+type statusError int
+
+func (e statusError) Error() string { return fmt.Sprintf("status %d", int(e)) }
+
+// recordClients starts calling the example's Service with every real
+// client, and lets them collect a few answers from the leader first.
+func (d *demo) recordClients(ctx context.Context) []*recorder {
+	recs := make([]*recorder, 0, len(d.clients))
+	for _, c := range d.clients {
+		recs = append(recs, record(ctx, c))
+	}
+	if len(recs) > 0 {
+		sleep(ctx, 200*time.Millisecond)
+	}
+	return recs
+}
+
+// finishClients waits (until deadline) for every real client to get an
+// answer from the new leader next, watches a moment more, stops them and
+// returns their lanes; the timeline gets their first answers from next
+// and kube-proxy's sync that programmed it (sliceAt is when next's
+// EndpointSlice was seen; zero if not).
+func (d *demo) finishClients(ctx context.Context, recs []*recorder, tl *timeline, deadline time.Time, old, next string, sliceAt time.Time) []ClientLane {
+	if len(recs) == 0 {
+		return nil
+	}
+	for _, r := range recs {
+		for {
+			if _, ok := r.firstFrom(next); ok || time.Now().After(deadline) {
+				break
+			}
+			d.out.Status("%s answers through the Service; waiting for the client %s to get an answer from it (%s)", next, r.c.name, secs(time.Since(tl.t0)))
+			if !sleep(ctx, 10*time.Millisecond) {
+				break
+			}
+		}
+	}
+	// What comes after the first answer: the new leader's, only.
+	sleep(ctx, 300*time.Millisecond)
+	lanes := make([]ClientLane, 0, len(recs))
+	for _, r := range recs {
+		l := lane(r.c, r.finish(), tl.t0, old, next)
+		if l.Gap > 0 {
+			tl.mark(tl.t0.Add(l.Gap), next+" answers the client "+l.Name)
+		}
+		lanes = append(lanes, l)
+	}
+	for i := range lanes {
+		lanes[i].Notes = d.clientNotes(&lanes[i], tl, next, sliceAt)
+	}
+	return lanes
+}
+
+// clientNotes describe a lane: when the old leader last answered, the
+// calls without an answer, kube-proxy's part.
+func (d *demo) clientNotes(l *ClientLane, tl *timeline, next string, sliceAt time.Time) []string {
+	var parts []string
+	if l.LastOld > 0 {
+		parts = append(parts, "the old leader's last answer at "+FormatDuration(l.LastOld))
+	} else {
+		parts = append(parts, "no answer from the old leader after the signal")
+	}
+	if l.Failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d calls without an answer", l.Failed))
+	}
+	if l.Gap > 0 {
+		parts = append(parts, "the new leader's first answer at "+FormatDuration(l.Gap))
+	}
+	if l.OldAfterNew > 0 {
+		parts = append(parts, fmt.Sprintf("%d answers from the old leader after that", l.OldAfterNew))
+	}
+	notes := []string{"client " + l.Name + ": " + strings.Join(parts, ", ")}
+	if l.Name == kubeProxyLane && d.kp != nil && !sliceAt.IsZero() && l.Gap > 0 {
+		if s, ok := d.programmingSync(tl.t0, sliceAt); ok {
+			tl.mark(s.Start, "kube-proxy's sync for "+next+" begins")
+			notes = append(notes, fmt.Sprintf("kube-proxy: %s's EndpointSlice seen at %s; kube-proxy's sync that sends the ClusterIP to it ran from %s to %s (it waited %s after the slice: --iptables-min-sync-period=%v since its sync before)",
+				next, FormatDuration(sliceAt.Sub(tl.t0)), FormatDuration(s.Start.Sub(tl.t0)), FormatDuration(s.Done.Sub(tl.t0)),
+				FormatDuration(max(0, s.Start.Sub(sliceAt))), d.kubeProxyMinSync()))
+		}
+	}
+	return notes
+}
+
+// programmingSync is kube-proxy's sync that programmed the new leader: the
+// first IPv4 one that began after its EndpointSlice was seen (less a
+// little: kube-proxy's watch may see it before the demo's) with as many
+// endpoints as before the fault at t0 (a SIGTERM's withdrawal syncs one
+// fewer).
+func (d *demo) programmingSync(t0, sliceAt time.Time) (kubeproxy.Sync, bool) {
+	syncs, err := d.kp.Syncs()
+	if err != nil {
+		return kubeproxy.Sync{}, false
+	}
+	before := -1
+	for _, s := range syncs {
+		if s.Family != "IPv4" {
+			continue
+		}
+		if s.Done.Before(t0) {
+			before = s.Endpoints
+			continue
+		}
+		if s.Start.After(sliceAt.Add(-50*time.Millisecond)) && s.Endpoints == before {
+			return s, true
+		}
+	}
+	return kubeproxy.Sync{}, false
+}
