@@ -77,15 +77,14 @@ func (d *demo) kubeProxyClient(ctx context.Context, leaderID string) (*realClien
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Timeout: 300 * time.Millisecond, Transport: &http.Transport{
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-			defer cancel()
-			return d.env.DialContext(ctx, network, address)
-		},
-	}}
-	url := "http://" + vip + ":80/"
+	// As the fleet calls the replicas: in the namespace, a new connection
+	// each time, HTTPS when they serve the aggregated API.
+	hc := d.ha.HTTPClient(300*time.Millisecond, 200*time.Millisecond)
+	scheme := "http"
+	if d.ha.APIEnabled() {
+		scheme = "https"
+	}
+	url := scheme + "://" + vip + ":80/"
 	c := &realClient{
 		name:   kubeProxyLane,
 		target: vip + ":80",
@@ -462,11 +461,17 @@ func (d *demo) clientNotes(l *ClientLane, tl *timeline, next string, sliceAt tim
 	}
 	notes := []string{"client " + l.Name + ": " + strings.Join(parts, ", ")}
 	if l.Name == kubeProxyLane && d.kp != nil && !sliceAt.IsZero() && l.Gap > 0 {
-		if s, ok := d.programmingSync(tl.t0, sliceAt); ok {
+		if s, prev, ok := d.programmingSync(tl.t0, sliceAt); ok {
 			tl.mark(s.Start, "kube-proxy's sync for "+next+" begins")
-			notes = append(notes, fmt.Sprintf("kube-proxy: %s's EndpointSlice seen at %s; kube-proxy's sync that sends the ClusterIP to it ran from %s to %s (it waited %s after the slice: --iptables-min-sync-period=%v since its sync before)",
-				next, FormatDuration(sliceAt.Sub(tl.t0)), FormatDuration(s.Start.Sub(tl.t0)), FormatDuration(s.Done.Sub(tl.t0)),
-				FormatDuration(max(0, s.Start.Sub(sliceAt))), d.kubeProxyMinSync()))
+			why := "at once"
+			if wait := s.Start.Sub(sliceAt); wait > 20*time.Millisecond {
+				why = "after " + FormatDuration(wait)
+			}
+			if !prev.IsZero() {
+				why += fmt.Sprintf("; its sync before began at %s, and it syncs at most once per --iptables-min-sync-period=%v", FormatDuration(prev.Sub(tl.t0)), d.kubeProxyMinSync())
+			}
+			notes = append(notes, fmt.Sprintf("kube-proxy: %s's EndpointSlice seen at %s; kube-proxy's sync that sends the ClusterIP to it ran from %s to %s (%s)",
+				next, FormatDuration(sliceAt.Sub(tl.t0)), FormatDuration(s.Start.Sub(tl.t0)), FormatDuration(s.Done.Sub(tl.t0)), why))
 		}
 	}
 	return notes
@@ -477,10 +482,11 @@ func (d *demo) clientNotes(l *ClientLane, tl *timeline, next string, sliceAt tim
 // little: kube-proxy's watch may see it before the demo's) with as many
 // endpoints as before the fault at t0 (a SIGTERM's withdrawal syncs one
 // fewer).
-func (d *demo) programmingSync(t0, sliceAt time.Time) (kubeproxy.Sync, bool) {
+// It also returns when the IPv4 sync before it began.
+func (d *demo) programmingSync(t0, sliceAt time.Time) (sync kubeproxy.Sync, prev time.Time, ok bool) {
 	syncs, err := d.kp.Syncs()
 	if err != nil {
-		return kubeproxy.Sync{}, false
+		return kubeproxy.Sync{}, time.Time{}, false
 	}
 	before := -1
 	for _, s := range syncs {
@@ -489,11 +495,10 @@ func (d *demo) programmingSync(t0, sliceAt time.Time) (kubeproxy.Sync, bool) {
 		}
 		if s.Done.Before(t0) {
 			before = s.Endpoints
-			continue
+		} else if s.Start.After(sliceAt.Add(-50*time.Millisecond)) && s.Endpoints == before {
+			return s, prev, true
 		}
-		if s.Start.After(sliceAt.Add(-50*time.Millisecond)) && s.Endpoints == before {
-			return s, true
-		}
+		prev = s.Start
 	}
-	return kubeproxy.Sync{}, false
+	return kubeproxy.Sync{}, time.Time{}, false
 }

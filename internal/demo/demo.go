@@ -382,6 +382,17 @@ func (d *demo) startClients(ctx context.Context, id string) error {
 		d.sum.RealClients = append(d.sum.RealClients, c.via)
 		done("%s answers %q", c.target, id)
 	}
+	if d.ha.APIEnabled() {
+		done := d.step("the example's aggregated API: APIService %s on %s/%s; a client lists it through kube-apiserver every %v during the handovers",
+			fleet.APIServiceName, haNS, haService, clientEvery)
+		c, err := d.apiServerClient(ctx, id)
+		if err != nil {
+			return err
+		}
+		d.clients = append(d.clients, c)
+		d.sum.RealClients = append(d.sum.RealClients, c.via)
+		done("Available; %s through kube-apiserver answers %q", c.target, id)
+	}
 	return nil
 }
 
@@ -537,6 +548,13 @@ func (d *demo) startExample(ctx context.Context) (string, error) {
 	f, err := d.newFleet(ctx, haNS, haService, "example")
 	if err != nil {
 		return "", err
+	}
+	if d.ns != nil {
+		// The replicas serve the aggregated API too, for the
+		// kube-apiserver lane.
+		if err := d.enableAPI(ctx, f, exampleSA); err != nil {
+			return "", err
+		}
 	}
 	if err := f.CreateService(ctx, nil); err != nil {
 		return "", err

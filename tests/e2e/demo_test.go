@@ -23,8 +23,9 @@ import (
 // TestDemoQuick runs `make demo`'s scenarios in quick mode, so that CI
 // proves the demo still works: every scenario passes and the timeline is
 // written as well-formed XML. As root the demo runs in a network
-// namespace of its own: the handovers (SIGKILL, SIGTERM) also have a lane
-// for a client that calls the Service's ClusterIP through kube-proxy, in
+// namespace of its own: the handovers (SIGKILL, SIGTERM) also have lanes
+// for a client that calls the Service's ClusterIP through kube-proxy and
+// one that lists the example's aggregated API through kube-apiserver, in
 // which the new leader answers and no standby ever does. Not root, the
 // demo runs without those lanes and says why; with $FASTOVER_REQUIRE_NETNS
 // set (CI) that is a failure.
@@ -90,7 +91,7 @@ func TestDemoQuick(t *testing.T) {
 			continue
 		}
 		handovers++
-		require.NotEmpty(t, r.Clients, "%s: the client lanes", r.Name)
+		require.Len(t, r.Clients, 2, "%s: the client lanes (kube-proxy, kube-apiserver)", r.Name)
 		for _, c := range r.Clients {
 			t.Logf("%s, client %s: the new leader after %v; %s", r.Name, c.Name, c.Gap, c.Verdict())
 			assert.True(t, c.Passed, "%s, client %s: %s", r.Name, c.Name, c.Error)
