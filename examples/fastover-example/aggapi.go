@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,20 +83,40 @@ type aggAPI struct {
 	src     replicaSource
 	auth    *frontProxyAuth
 	started time.Time
-	logged  atomic.Int32 // requests logged in full, the first few only
+	// refuseStandby makes a replica that does not lead answer the
+	// resource with 503 (--api-standby=refuse) instead of itself.
+	refuseStandby bool
+
+	mu     sync.Mutex
+	logged map[string]int // requests logged in full, by user
 }
 
-// loggedRequests is how many requests the replica logs with their headers,
-// to show what kube-apiserver sends.
-const loggedRequests = 8
+// The replica logs the first few requests of each user (of the first
+// few users) with their headers, to show what kube-apiserver sends.
+const (
+	loggedRequests = 4
+	loggedUsers    = 16
+)
+
+// logRequest reports whether to log a request of the user.
+func (a *aggAPI) logRequest(user string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, seen := a.logged[user]
+	if (!seen && len(a.logged) >= loggedUsers) || n >= loggedRequests {
+		return false
+	}
+	a.logged[user] = n + 1
+	return true
+}
 
 func newAggAPI(src replicaSource, auth *frontProxyAuth) *aggAPI {
-	return &aggAPI{src: src, auth: auth, started: time.Now()}
+	return &aggAPI{src: src, auth: auth, started: time.Now(), logged: map[string]int{}}
 }
 
 func (a *aggAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	user, err := a.auth.authenticate(r)
-	if a.logged.Add(1) <= loggedRequests {
+	if a.logRequest(user) {
 		klog.InfoS("aggregated API request", "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery,
 			"accept", r.Header.Get("Accept"), "user", user, "groups", r.Header.Values("X-Remote-Group"),
 			"userAgent", r.UserAgent(), "authError", err)
@@ -177,6 +197,16 @@ func (a *aggAPI) replica() Replica {
 // Table if the client asks for one (kubectl get), else as JSON.
 func (a *aggAPI) writeReplicas(w http.ResponseWriter, r *http.Request, name string) {
 	me := a.replica()
+	if a.refuseStandby && !me.Status.Leading {
+		w.Header().Set("Retry-After", "1")
+		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status:  metav1.StatusFailure,
+			Code:    http.StatusServiceUnavailable,
+			Reason:  metav1.StatusReasonServiceUnavailable,
+			Message: fmt.Sprintf("replica %s does not lead (the Lease's holder is %q); retry", me.Name, me.Status.Leader),
+		}})
+		return
+	}
 	if name != "" && name != me.Name {
 		writeStatus(w, apierrors.NewNotFound(replicasGR, name))
 		return

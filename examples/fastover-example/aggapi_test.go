@@ -154,6 +154,20 @@ func TestAggAPIReplicas(t *testing.T) {
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &one))
 	assert.False(t, one.Status.Leading)
 
+	// Told to, a replica that does not lead refuses the resource, not
+	// discovery.
+	api.refuseStandby = true
+	w = do(api, "GET", "/apis/example.fastover.io/v1alpha1/replicas", pc.cert, nil)
+	require.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.Equal(t, metav1.StatusReasonServiceUnavailable, decodeStatus(t, w).Reason)
+	assert.Equal(t, "1", w.Header().Get("Retry-After"))
+	w = do(api, "GET", "/apis/example.fastover.io/v1alpha1", pc.cert, nil)
+	require.Equal(t, http.StatusOK, w.Code)
+	src.leading = true
+	w = do(api, "GET", "/apis/example.fastover.io/v1alpha1/replicas/r-1", pc.cert, nil)
+	require.Equal(t, http.StatusOK, w.Code)
+	api.refuseStandby = false
+
 	// kubectl get asks for a Table.
 	w = do(api, "GET", "/apis/example.fastover.io/v1alpha1/replicas", pc.cert, http.Header{
 		"Accept": {"application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"},
@@ -298,6 +312,7 @@ func TestTLSFlags(t *testing.T) {
 		{"--tls-private-key-file=b"},
 		{"--requestheader-client-ca-file=c"},
 		{"--tls-cert-file=a", "--tls-private-key-file=b", "--requestheader-allowed-names=x"},
+		{"--api-standby=maybe"},
 	} {
 		_, err := parseFlags(append([]string{"--namespace=ns"}, args...), io.Discard)
 		assert.Error(t, err, "%v", args)

@@ -73,6 +73,7 @@ type options struct {
 	tlsKey         string
 	requestCA      string
 	allowedNames   string
+	apiStandby     string
 }
 
 func parseFlags(args []string, out io.Writer) (*options, error) {
@@ -100,6 +101,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
 	fs.StringVar(&o.requestCA, "requestheader-client-ca-file", "", "CA (PEM) that the aggregation layer's client certificate chains to (default: from ConfigMap kube-system/extension-apiserver-authentication)")
 	fs.StringVar(&o.allowedNames, "requestheader-allowed-names", "", "common names allowed for the aggregation layer's client certificate, comma-separated, with --requestheader-client-ca-file (empty: any signed by the CA)")
+	fs.StringVar(&o.apiStandby, "api-standby", "answer", "what a replica that does not lead answers to the aggregated API's replicas: answer (itself, status.leading false) or refuse (503 ServiceUnavailable, Retry-After 1)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -125,6 +127,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	if o.tlsCert == "" && (o.requestCA != "" || o.allowedNames != "") {
 		return nil, errors.New("--requestheader-client-ca-file and --requestheader-allowed-names need --tls-cert-file (the aggregated API is served over HTTPS only)")
+	}
+	if o.apiStandby != "answer" && o.apiStandby != "refuse" {
+		return nil, fmt.Errorf("--api-standby %q: want answer or refuse", o.apiStandby)
 	}
 	if o.requestCA == "" && o.allowedNames != "" {
 		return nil, errors.New("--requestheader-allowed-names needs --requestheader-client-ca-file (else both come from the ConfigMap)")
@@ -250,6 +255,7 @@ func serveAPI(mux *http.ServeMux, o *options, client kubernetes.Interface, src r
 		return nil, err
 	}
 	api := newAggAPI(src, auth)
+	api.refuseStandby = o.apiStandby == "refuse"
 	mux.Handle(apisPrefix, api)
 	mux.Handle(apisPrefix+"/", api)
 	return &tls.Config{

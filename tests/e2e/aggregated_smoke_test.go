@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -71,6 +72,13 @@ func TestAggregatedAPIServes(t *testing.T) {
 	_, err = env.Client.CoreV1().RESTClient().Get().AbsPath(fleet.ReplicasPath, standby).DoRaw(ctx)
 	assert.True(t, apierrors.IsNotFound(err), "GET of the standby %s through kube-apiserver: %v", standby, err)
 
+	// kubectl get asks for a Table: it gets one, of the leader.
+	table, err := env.Client.CoreV1().RESTClient().Get().AbsPath(fleet.ReplicasPath).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json").DoRaw(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, string(table), `"kind":"Table"`)
+	assert.Contains(t, string(table), `"`+leader+`"`)
+
 	// A replica refuses the API to a caller without the front proxy's
 	// client certificate; / stays open.
 	l := f.ByID(leader)
@@ -120,5 +128,10 @@ func TestAggregatedAPIServes(t *testing.T) {
 		t.Logf("  published %v after the SIGTERM: %v", p.At.Sub(term).Round(time.Millisecond), p.Addrs)
 	}
 	l.Proc.Stop(syscall.SIGTERM, 10*time.Second)
+	for _, line := range strings.Split(l.Proc.Tail(400), "\n") {
+		if strings.Contains(line, "aggregated API request") {
+			t.Log("  " + line)
+		}
+	}
 	t.Logf("the test took %v", time.Since(start).Round(time.Second))
 }
