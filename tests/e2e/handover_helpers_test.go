@@ -51,6 +51,12 @@ type caller interface {
 	call() (string, error)
 }
 
+// leadCaller is a caller whose answers also say whether the replica that
+// answered led when it answered (the example's aggregated API does).
+type leadCaller interface {
+	callLeading() (id string, leading bool, err error)
+}
+
 // handoverRig is what a handover test plays its faults on.
 type handoverRig struct {
 	f    *fleet.Fleet
@@ -108,6 +114,9 @@ type handoverRow struct {
 	// latest such call.
 	late   int
 	lateBy time.Duration
+	// disowned counts the old leader's answers that said it no longer
+	// led.
+	disowned int
 	// errs counts the failed calls by kind (refused, timeout, reset,
 	// other), each with the longest such call.
 	errs map[string]time.Duration
@@ -122,7 +131,7 @@ func (r handoverRow) String() string {
 	}
 	return fmt.Sprintf("%s %s to %s: last answer from the old leader %v, Lease acquired %v, slice %v%s, first answer from the new leader %v (slice to answer %v); %d calls, %d without an answer; %d answers from the old leader to calls sent after the acquire time (latest +%v)",
 		r.fault, r.old, r.next, ms(r.lastOld), ms(r.acquired), ms(r.toSlice), sync, ms(r.gap), ms(r.gap-r.toSlice),
-		r.calls, r.failed, r.late, ms(r.lateBy)) + r.errSummary()
+		r.calls, r.failed, r.late, ms(r.lateBy)) + r.disownedSummary() + r.errSummary()
 }
 
 // gapBound is how long a fault may keep a client without an answer:
@@ -139,6 +148,8 @@ type answer struct {
 	sent, done time.Time
 	id         string
 	err        error
+	// leading is what the replica said of itself, if the caller knows.
+	leading *bool
 }
 
 // handover plays flt on the leader old while the rig's client calls every
@@ -175,7 +186,13 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 			go func() {
 				defer calls.Done()
 				a := answer{sent: time.Now()}
-				a.id, a.err = h.c.call()
+				if lc, ok := h.c.(leadCaller); ok {
+					var leading bool
+					a.id, leading, a.err = lc.callLeading()
+					a.leading = &leading
+				} else {
+					a.id, a.err = h.c.call()
+				}
 				a.done = time.Now()
 				mu.Lock()
 				answers = append(answers, a)
@@ -277,6 +294,11 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 			row.errs[kind] = max(row.errs[kind], a.done.Sub(a.sent))
 			assert.True(t, a.done.After(signalled) && a.sent.Before(firstNew),
 				"%s: the call sent %v after the fault failed outside the handover: %v", flt, a.sent.Sub(signalled), a.err)
+		case a.id == old && a.leading != nil && !*a.leading:
+			// A request the old leader had accepted before it was frozen
+			// or cut off, answered once it could run again: it knows by
+			// then that it no longer leads, and says so.
+			row.disowned++
 		case a.id == old:
 			row.lastOld = max(row.lastOld, a.done.Sub(signalled))
 			assert.True(t, a.sent.Before(firstNew), "%s: the old leader %s answered a call sent %v after the fault, after the new leader %s had answered (%v)",
@@ -349,6 +371,13 @@ func (h *handoverRig) programmedBy(t *testing.T, signalled, acquired time.Time) 
 		}
 	}
 	return 0, 0
+}
+
+func (r handoverRow) disownedSummary() string {
+	if r.disowned == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d answers from the old leader saying it no longer led", r.disowned)
 }
 
 func (r handoverRow) errSummary() string {
