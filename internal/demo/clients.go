@@ -446,7 +446,7 @@ func (d *demo) finishClients(ctx context.Context, recs []*recorder, tl *timeline
 func (d *demo) clientNotes(l *ClientLane, tl *timeline, next string, sliceAt time.Time) []string {
 	var parts []string
 	if l.LastOld > 0 {
-		parts = append(parts, "the old leader's last answer at "+FormatDuration(l.LastOld))
+		parts = append(parts, "the old leader's last answer at "+formatFine(l.LastOld))
 	} else {
 		parts = append(parts, "no answer from the old leader after the signal")
 	}
@@ -454,7 +454,7 @@ func (d *demo) clientNotes(l *ClientLane, tl *timeline, next string, sliceAt tim
 		parts = append(parts, fmt.Sprintf("%d calls without an answer", l.Failed))
 	}
 	if l.Gap > 0 {
-		parts = append(parts, "the new leader's first answer at "+FormatDuration(l.Gap))
+		parts = append(parts, "the new leader's first answer at "+formatFine(l.Gap))
 	}
 	if l.OldAfterNew > 0 {
 		parts = append(parts, fmt.Sprintf("%d answers from the old leader after that", l.OldAfterNew))
@@ -465,13 +465,13 @@ func (d *demo) clientNotes(l *ClientLane, tl *timeline, next string, sliceAt tim
 			tl.mark(s.Start, "kube-proxy's sync for "+next+" begins")
 			why := "at once"
 			if wait := s.Start.Sub(sliceAt); wait > 20*time.Millisecond {
-				why = "after " + FormatDuration(wait)
+				why = "after " + formatFine(wait)
 			}
 			if !prev.IsZero() {
-				why += fmt.Sprintf("; its sync before began at %s, and it syncs at most once per --iptables-min-sync-period=%v", FormatDuration(prev.Sub(tl.t0)), d.kubeProxyMinSync())
+				why += fmt.Sprintf("; its sync before began at %s, and it syncs at most once per --iptables-min-sync-period=%v", formatFine(prev.Sub(tl.t0)), d.kubeProxyMinSync())
 			}
 			notes = append(notes, fmt.Sprintf("kube-proxy: %s's EndpointSlice seen at %s; kube-proxy's sync that sends the ClusterIP to it ran from %s to %s (%s)",
-				next, FormatDuration(sliceAt.Sub(tl.t0)), FormatDuration(s.Start.Sub(tl.t0)), FormatDuration(s.Done.Sub(tl.t0)), why))
+				next, formatFine(sliceAt.Sub(tl.t0)), formatFine(s.Start.Sub(tl.t0)), formatFine(s.Done.Sub(tl.t0)), why))
 		}
 	}
 	return notes

@@ -120,8 +120,8 @@ func TestClientLanesInTableAndSVG(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"client through kube-proxy", "15.8 s", "no standby answered (1600 calls, 150 without an answer: 150 refused)",
-		"1.2 s", "FAILED: a standby answered: example-3", "through kube-proxy\n",
+		"client through kube-proxy", "15.80 s", "no standby answered (1600 calls, 150 without an answer: 150 refused)",
+		"1.20 s", "FAILED: a standby answered: example-3", "through kube-proxy\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
@@ -135,7 +135,7 @@ func TestClientLanesInTableAndSVG(t *testing.T) {
 	if err := checkXML(data); err != nil {
 		t.Fatalf("not XML: %v", err)
 	}
-	for _, want := range []string{"client through kube-proxy", "answers from the new leader", "failed calls", "15.8 s", colorStandby} {
+	for _, want := range []string{"client through kube-proxy", "new leader answers", "failed calls", "15.80 s", colorStandby} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("the picture lacks %q", want)
 		}
@@ -171,6 +171,19 @@ func TestReplicaOf(t *testing.T) {
 	} {
 		if id, err := replicaOf([]byte(body)); err == nil {
 			t.Errorf("replicaOf(%s) = %q, want an error", body, id)
+		}
+	}
+}
+
+func TestFormatFine(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		27 * time.Millisecond:     "27 ms",
+		14023 * time.Millisecond:  "14.02 s",
+		14 * time.Second:          "14.00 s",
+		-24300 * time.Millisecond: "-24.30 s",
+	} {
+		if got := formatFine(d); got != want {
+			t.Errorf("formatFine(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

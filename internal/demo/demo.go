@@ -349,7 +349,7 @@ func (d *demo) makeNetns() error {
 	ns, err := netns.New(netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
 	switch {
 	case errors.Is(err, netns.ErrNotPermitted):
-		d.skipClient(fmt.Sprintf("the kube-proxy and kube-apiserver lanes need root (a network namespace of the demo's own), so this run shows the handovers through the EndpointSlices only (%v)", err))
+		d.skipClient(fmt.Sprintf("the kube-proxy and kube-apiserver lanes need root, to make a network namespace of the demo's own; this run (uid %d) shows the handovers through the EndpointSlices only", os.Geteuid()))
 		return nil
 	case err != nil:
 		return err
@@ -612,7 +612,7 @@ func (d *demo) report(r Result) {
 		d.out.Printf("      %s", n)
 	}
 	for _, c := range r.Clients {
-		mark, gap := "✔", FormatDuration(c.Gap)
+		mark, gap := "✔", formatFine(c.Gap)
 		if !c.Passed {
 			mark = "✘"
 		}

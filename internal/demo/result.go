@@ -136,7 +136,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		}
 		_, _ = fmt.Fprintf(tw, "%d. %s\t%s\t%s [%d]\t%s\n", i+1, r.Name, got, r.Baseline, i+1, result)
 		for _, c := range r.Clients {
-			gap := FormatDuration(c.Gap)
+			gap := formatFine(c.Gap)
 			if c.Gap == 0 {
 				gap = "-"
 			}
@@ -191,6 +191,19 @@ func FormatDuration(d time.Duration) string {
 		}
 		return fmt.Sprintf("%d min %d s", m, sec)
 	}
+}
+
+// formatFine formats a duration to the millisecond: "27 ms", "1.09 s",
+// "14.02 s", for times that differ by a few milliseconds (the real
+// clients').
+func formatFine(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + formatFine(-d)
+	case d < time.Second:
+		return FormatDuration(d)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
 }
 
 // formatRange formats "15–17 s", "14.4–18.4 s" for ends between 1 s and

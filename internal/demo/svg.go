@@ -106,15 +106,15 @@ func RenderSVG(s *Summary) string {
 		// The client strips' legend.
 		y += 20
 		b.text(svgMargin, y, 13, "normal", colorText, "start", fmt.Sprintf("clients calling every %v:", clientEvery))
-		x := float64(svgMargin + 160)
+		x := float64(svgMargin + 175)
 		for _, o := range []Outcome{FromOld, Failed, FromNew, FromStandby} {
 			b.rect(x, y-10, 12, 12, outcomeColor(o), 1)
-			label := "answers from the " + o.String()
+			label := o.String() + " answers"
 			switch o {
 			case Failed:
 				label = "failed calls"
 			case FromStandby:
-				label = "answers from a standby (never)"
+				label = "a standby answers (never)"
 			}
 			b.text(x+18, y, 13, "normal", colorText, "start", label)
 			x += 18 + textWidth(label, 13) + 22
@@ -318,7 +318,7 @@ func (b *svgBuilder) clientStrip(y float64, c ClientLane, x func(time.Duration) 
 	if c.Gap > 0 {
 		gx := x(c.Gap)
 		b.line(gx, y-2, gx, y+clientStrip+2, colorText, 1.5, "")
-		label := FormatDuration(c.Gap)
+		label := formatFine(c.Gap)
 		if !c.Passed {
 			label += ": " + c.Error
 		}
