@@ -78,7 +78,8 @@ cover: ## unit tests with statement coverage per package; fails below COVER_FLOO
 
 .PHONY: e2e
 e2e: ## end-to-end tests on a local control plane
-	@tests/tools/build.sh etcd kwok kube certmanager
+	@tests/tools/build.sh etcd kwok kube kubeproxy certmanager
+	@tests/tools/netfilter.sh
 	@tests/tools/podman.sh
 	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_PKGS)
 
@@ -164,7 +165,8 @@ DEMO_FLAGS ?=
 .PHONY: demo
 demo: ## show what fastover changes, on real Kubernetes components (GRACE=50s for Kubernetes' default grace period)
 	@echo "==> make demo: building what it needs into bin/ (a cold first build compiles Kubernetes and cert-manager from source: about 20 minutes on 2 cores; later runs reuse bin/ and take seconds)"
-	@tests/tools/build.sh etcd kwok kube certmanager
+	@tests/tools/build.sh etcd kwok kube kubeproxy certmanager
+	@tests/tools/netfilter.sh
 	@echo "==> building fastover-webhook, fastover-example and fastover-demo (go build -o bin/ ./cmd/... ./examples/...)"
 	@go build -o $(BIN)/ ./cmd/... ./examples/...
 	@echo
