@@ -596,8 +596,11 @@ func (p *publisher) handOff(ctx context.Context, bound time.Duration) error {
 		tick := clk.NewTimer(handOffPoll)
 		select {
 		case <-ctx.Done():
+			// The hand-over's time (RenewDeadline) is up: a withdrawal
+			// now could not be bounded; the next leader takes the
+			// endpoint over.
 			tick.Stop()
-			return p.withdraw(context.WithoutCancel(ctx))
+			return fmt.Errorf("no successor took the endpoint over before the hand-over's deadline; left in place: %w", ctx.Err())
 		case <-tick.C():
 		}
 	}
