@@ -2,10 +2,7 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -65,46 +62,16 @@ func (d *demo) apiServerClient(ctx context.Context, leaderID string) (*realClien
 		via: fmt.Sprintf("LIST %s through kube-apiserver (APIService %s on the Service %s/%s; --enable-aggregator-routing: kube-apiserver calls the endpoint of its EndpointSlice)",
 			fleet.ReplicasPath, fleet.APIServiceName, haNS, haService),
 		call: func(ctx context.Context) (string, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			b, err := get(ctx, hc, url)
 			if err != nil {
 				return "", err
 			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				return "", err
-			}
-			defer func() { _ = resp.Body.Close() }()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return "", err
-			}
-			if resp.StatusCode != http.StatusOK {
-				return "", statusError(resp.StatusCode)
-			}
-			return replicaOf(b)
+			a, err := fleet.ParseReplicas(b)
+			return a.ID, err
 		},
 	}
 	if err := answersFrom(ctx, c, leaderID, 10*time.Second); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// replicaOf reads the one replica a LIST of the aggregated API names.
-func replicaOf(body []byte) (string, error) {
-	var list struct {
-		Kind  string `json:"kind"`
-		Items []struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		return "", fmt.Errorf("the answer is not a ReplicaList: %w", err)
-	}
-	if list.Kind != "ReplicaList" || len(list.Items) != 1 || list.Items[0].Metadata.Name == "" {
-		return "", fmt.Errorf("want a ReplicaList of one named item, got kind %q with %d items", list.Kind, len(list.Items))
-	}
-	return list.Items[0].Metadata.Name, nil
 }

@@ -90,23 +90,8 @@ func (d *demo) kubeProxyClient(ctx context.Context, leaderID string) (*realClien
 		target: vip + ":80",
 		via:    fmt.Sprintf("GET %s, the Service's ClusterIP, through kube-proxy (nftables, --iptables-min-sync-period=%v)", url, d.kubeProxyMinSync()),
 		call: func(ctx context.Context) (string, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return "", err
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				return "", err
-			}
-			defer func() { _ = resp.Body.Close() }()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return "", err
-			}
-			if resp.StatusCode != http.StatusOK {
-				return "", statusError(resp.StatusCode)
-			}
-			return strings.TrimSpace(string(b)), nil
+			b, err := get(ctx, hc, url)
+			return strings.TrimSpace(string(b)), err
 		},
 	}
 	if err := answersFrom(ctx, c, leaderID, 10*time.Second); err != nil {
@@ -501,4 +486,26 @@ func (d *demo) programmingSync(t0, sliceAt time.Time) (sync kubeproxy.Sync, prev
 		prev = s.Start
 	}
 	return kubeproxy.Sync{}, time.Time{}, false
+}
+
+// get is one call of a lane's client: the body of a 200 OK answer, else an
+// error (a statusError for another status).
+func get(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, statusError(resp.StatusCode)
+	}
+	return b, nil
 }

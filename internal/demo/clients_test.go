@@ -158,23 +158,6 @@ func TestSkippedClientsInTable(t *testing.T) {
 	}
 }
 
-func TestReplicaOf(t *testing.T) {
-	id, err := replicaOf([]byte(`{"kind":"ReplicaList","apiVersion":"example.fastover.io/v1alpha1","items":[{"metadata":{"name":"example-2"},"status":{"leading":true}}]}`))
-	if err != nil || id != "example-2" {
-		t.Errorf("replicaOf = %q, %v; want example-2", id, err)
-	}
-	for _, body := range []string{
-		`{"kind":"ReplicaList","items":[]}`,
-		`{"kind":"ReplicaList","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}`,
-		`{"kind":"Status","status":"Failure"}`,
-		`<html>`,
-	} {
-		if id, err := replicaOf([]byte(body)); err == nil {
-			t.Errorf("replicaOf(%s) = %q, want an error", body, id)
-		}
-	}
-}
-
 func TestFormatFine(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		27 * time.Millisecond:     "27 ms",

@@ -239,26 +239,38 @@ func (f *Fleet) WaitAPIServiceAvailable(ctx context.Context, timeout time.Durati
 	return nil
 }
 
-// replicaList is what the API's LIST answers, as far as the fleet reads it.
-type replicaList struct {
-	Kind  string `json:"kind"`
-	Items []struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-		Status struct {
-			Leading bool  `json:"leading"`
-			Term    int32 `json:"term"`
-		} `json:"status"`
-	} `json:"items"`
-}
-
 // APIAnswer is a LIST of replicas through kube-apiserver: who answered,
 // and whether it said it leads.
 type APIAnswer struct {
 	ID      string
 	Leading bool
 	Term    int32
+}
+
+// ParseReplicas reads a LIST of the API's replicas: a ReplicaList of
+// exactly one named item, the replica that answered. Anything else is an
+// error.
+func ParseReplicas(body []byte) (APIAnswer, error) {
+	var l struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Status struct {
+				Leading bool  `json:"leading"`
+				Term    int32 `json:"term"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &l); err != nil {
+		return APIAnswer{}, fmt.Errorf("the answer is not a ReplicaList: %w", err)
+	}
+	if l.Kind != "ReplicaList" || len(l.Items) != 1 || l.Items[0].Metadata.Name == "" {
+		return APIAnswer{}, fmt.Errorf("want a ReplicaList of one named item, got kind %q with %d items", l.Kind, len(l.Items))
+	}
+	it := l.Items[0]
+	return APIAnswer{ID: it.Metadata.Name, Leading: it.Status.Leading, Term: it.Status.Term}, nil
 }
 
 // CallAPI lists the API's replicas through kube-apiserver (the Env's
@@ -270,13 +282,9 @@ func (f *Fleet) CallAPI(ctx context.Context) (APIAnswer, error) {
 	if err != nil {
 		return APIAnswer{}, err
 	}
-	var l replicaList
-	if err := json.Unmarshal(body, &l); err != nil {
-		return APIAnswer{}, fmt.Errorf("decode %s: %w", ReplicasPath, err)
+	a, err := ParseReplicas(body)
+	if err != nil {
+		return APIAnswer{}, fmt.Errorf("%s: %w", ReplicasPath, err)
 	}
-	if l.Kind != "ReplicaList" || len(l.Items) != 1 {
-		return APIAnswer{}, fmt.Errorf("%s: want a ReplicaList of one item, got kind %q with %d items", ReplicasPath, l.Kind, len(l.Items))
-	}
-	it := l.Items[0]
-	return APIAnswer{ID: it.Metadata.Name, Leading: it.Status.Leading, Term: it.Status.Term}, nil
+	return a, nil
 }

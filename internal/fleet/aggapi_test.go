@@ -70,3 +70,21 @@ func TestEnableAPI(t *testing.T) {
 	_, statErr := os.Stat("/proc/nonexistent")
 	require.Error(t, statErr)
 }
+
+func TestParseReplicas(t *testing.T) {
+	a, err := ParseReplicas([]byte(`{"kind":"ReplicaList","apiVersion":"example.fastover.io/v1alpha1","items":[{"metadata":{"name":"example-2"},"status":{"leading":true,"term":3}}]}`))
+	if err != nil || a != (APIAnswer{ID: "example-2", Leading: true, Term: 3}) {
+		t.Errorf("ParseReplicas = %+v, %v; want example-2, leading, term 3", a, err)
+	}
+	for _, body := range []string{
+		`{"kind":"ReplicaList","items":[]}`,
+		`{"kind":"ReplicaList","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}`,
+		`{"kind":"ReplicaList","items":[{"metadata":{}}]}`,
+		`{"kind":"Status","status":"Failure"}`,
+		`<html>`,
+	} {
+		if a, err := ParseReplicas([]byte(body)); err == nil {
+			t.Errorf("ParseReplicas(%s) = %+v, want an error", body, a)
+		}
+	}
+}
