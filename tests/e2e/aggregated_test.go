@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -94,37 +91,10 @@ func (c *aggregatedClient) call() (string, error) {
 }
 
 func (c *aggregatedClient) callLeading() (string, bool, error) {
-	resp, err := c.client.Get(c.url)
+	b, err := httpGet(c.client, c.url)
 	if err != nil {
 		return "", false, err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", false, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		if len(b) > 200 {
-			b = b[:200]
-		}
-		return "", false, &statusError{code: resp.StatusCode, body: string(b)}
-	}
-	var list struct {
-		Kind  string `json:"kind"`
-		Items []struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Status struct {
-				Leading bool `json:"leading"`
-			} `json:"status"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		return "", false, fmt.Errorf("the answer is not a ReplicaList: %w", err)
-	}
-	if list.Kind != "ReplicaList" || len(list.Items) != 1 {
-		return "", false, fmt.Errorf("want a ReplicaList of one item, got kind %q with %d items", list.Kind, len(list.Items))
-	}
-	return list.Items[0].Metadata.Name, list.Items[0].Status.Leading, nil
+	a, err := fleet.ParseReplicas(b)
+	return a.ID, a.Leading, err
 }

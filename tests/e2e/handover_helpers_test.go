@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -163,47 +164,9 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 	r := f.ByID(old)
 	require.NotNil(t, r, "leader %q is a replica", old)
 
-	// Each call starts on its own 10 ms tick, whether or not the one
-	// before has ended (a call to a frozen or cut-off leader hangs until
-	// its timeout): the first answer from the new leader is seen within
-	// 10 ms of when it can be had, as by a client with many callers.
-	var mu sync.Mutex
-	var answers []answer
-	var calls sync.WaitGroup
-	stop := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			calls.Add(1)
-			go func() {
-				defer calls.Done()
-				a := answer{sent: time.Now()}
-				if lc, ok := h.c.(leadCaller); ok {
-					var leading bool
-					a.id, leading, a.err = lc.callLeading()
-					a.leading = &leading
-				} else {
-					a.id, a.err = h.c.call()
-				}
-				a.done = time.Now()
-				mu.Lock()
-				answers = append(answers, a)
-				mu.Unlock()
-			}()
-		}
-	}()
+	cs := startCalls(h.c)
 	newAnswers := func() (n int, first time.Time) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, a := range answers {
+		for _, a := range cs.snapshot() {
 			if a.err == nil && a.id != old {
 				if n == 0 || a.done.Before(first) {
 					first = a.done
@@ -249,9 +212,7 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 		require.NoError(t, heal(ctx))
 		time.Sleep(1500 * time.Millisecond)
 	}
-	close(stop)
-	<-stopped
-	calls.Wait()
+	answers := cs.end()
 	if heal != nil && err != nil {
 		_ = heal(ctx)
 	}
@@ -276,7 +237,7 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 			break
 		}
 	}
-	// The first answer from the new leader; then every call in the order
+	// The first answer from the new leader; then every call, in the order
 	// it was sent.
 	var firstNew time.Time
 	for _, a := range answers {
@@ -284,7 +245,6 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 			firstNew = a.done
 		}
 	}
-	slices.SortFunc(answers, func(a, b answer) int { return a.sent.Compare(b.sent) })
 	for _, a := range answers {
 		switch {
 		case a.err != nil:
@@ -347,6 +307,100 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 	}), "%s serves again as a standby", old)
 	time.Sleep(h.d.Retry)
 	return row
+}
+
+// calls calls a caller every 10 ms, each call on its own tick whether or
+// not the one before has ended (a call to a frozen or cut-off leader hangs
+// until its timeout), as a client with many callers does, and records
+// every call: an answer from a new leader is seen within 10 ms of when it
+// can be had.
+type calls struct {
+	c       caller
+	mu      sync.Mutex
+	answers []answer
+	running sync.WaitGroup
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+func startCalls(c caller) *calls {
+	cs := &calls{c: c, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(cs.stopped)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-cs.stop:
+				return
+			case <-tick.C:
+			}
+			cs.running.Add(1)
+			go func() {
+				defer cs.running.Done()
+				cs.record(cs.one())
+			}()
+		}
+	}()
+	return cs
+}
+
+// one makes one call, with what the replica said of itself if the caller
+// tells.
+func (cs *calls) one() answer {
+	a := answer{sent: time.Now()}
+	if lc, ok := cs.c.(leadCaller); ok {
+		var leading bool
+		a.id, leading, a.err = lc.callLeading()
+		a.leading = &leading
+	} else {
+		a.id, a.err = cs.c.call()
+	}
+	a.done = time.Now()
+	return a
+}
+
+func (cs *calls) record(a answer) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.answers = append(cs.answers, a)
+}
+
+// snapshot returns the calls ended so far.
+func (cs *calls) snapshot() []answer {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return slices.Clone(cs.answers)
+}
+
+// end stops calling, waits for the calls under way, and returns every
+// call in the order sent.
+func (cs *calls) end() []answer {
+	close(cs.stop)
+	<-cs.stopped
+	cs.running.Wait()
+	a := cs.snapshot()
+	slices.SortFunc(a, func(x, y answer) int { return x.sent.Compare(y.sent) })
+	return a
+}
+
+// httpGet is one call of a test's client: the body of a 200 OK answer,
+// else an error (a statusError, with the start of the body, for another
+// status).
+func httpGet(c *http.Client, url string) ([]byte, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, &statusError{code: resp.StatusCode, body: string(b[:min(len(b), 200)])}
+	}
+	return b, nil
 }
 
 // programmedBy finds kube-proxy's sync that programmed the new leader: the

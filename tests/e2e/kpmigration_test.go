@@ -390,61 +390,6 @@ func (r migRow) String() string {
 		strings.Join(r.syncs, ", "), r.calls, r.standbyAfter, cmp.Or(strings.Join(by, ", "), "none"), last, r.failedBefore, cmp.Or(strings.Join(failed, ", "), "none"))
 }
 
-// migCaller calls the ClusterIP every 10 ms, each call on its own tick
-// whether or not the one before has ended, and records every call.
-type migCaller struct {
-	c       caller
-	mu      sync.Mutex
-	answers []answer
-	calls   sync.WaitGroup
-	stop    chan struct{}
-	stopped chan struct{}
-}
-
-func startMigCaller(c caller) *migCaller {
-	mc := &migCaller{c: c, stop: make(chan struct{}), stopped: make(chan struct{})}
-	go func() {
-		defer close(mc.stopped)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-mc.stop:
-				return
-			case <-tick.C:
-			}
-			mc.calls.Add(1)
-			go func() {
-				defer mc.calls.Done()
-				a := answer{sent: time.Now()}
-				a.id, a.err = mc.c.call()
-				a.done = time.Now()
-				mc.mu.Lock()
-				mc.answers = append(mc.answers, a)
-				mc.mu.Unlock()
-			}()
-		}
-	}()
-	return mc
-}
-
-// snapshot returns the calls ended so far.
-func (mc *migCaller) snapshot() []answer {
-	mc.mu.Lock()
-	defer mc.mu.Unlock()
-	return slices.Clone(mc.answers)
-}
-
-// end stops calling and returns every call, in the order sent.
-func (mc *migCaller) end() []answer {
-	close(mc.stop)
-	<-mc.stopped
-	mc.calls.Wait()
-	a := mc.snapshot()
-	slices.SortFunc(a, func(x, y answer) int { return x.sent.Compare(y.sent) })
-	return a
-}
-
 // migWatch records, from watches, when the Service lost its selector and
 // every change of its EndpointSlices.
 type migWatch struct {
@@ -546,7 +491,7 @@ func (m *migRig) migrate(ctx context.Context, client *http.Client, setting strin
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	w := watchMigration(wctx, t, f)
-	mc := startMigCaller(&vipClient{client: client, url: "http://" + vip + ":80/"})
+	mc := startCalls(&vipClient{client: client, url: "http://" + vip + ":80/"})
 	ended := false
 	defer func() {
 		if !ended {

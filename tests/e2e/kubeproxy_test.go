@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -101,17 +100,6 @@ type vipClient struct {
 }
 
 func (c *vipClient) call() (string, error) {
-	resp, err := c.client.Get(c.url)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", &statusError{code: resp.StatusCode, body: string(b)}
-	}
-	return strings.TrimSpace(string(b)), nil
+	b, err := httpGet(c.client, c.url)
+	return strings.TrimSpace(string(b)), err
 }
