@@ -70,6 +70,14 @@ type handoverRig struct {
 	// proxies are the replicas' ways to the API server (faultCut needs
 	// them), by identity.
 	proxies map[string]*faultproxy.Proxy
+	// staleCheck, if set, is how long after the new leader took the
+	// Lease kube-apiserver may still answer 503 "service unavailable"
+	// after an unplanned fault: its APIService availability check, begun
+	// against the old leader's address while that hung, can fail (up to
+	// its 5 s timeout, or when a healed network refuses) after the new
+	// leader serves, and mark the APIService unavailable until the next
+	// check. Such answers are counted apart.
+	staleCheck time.Duration
 }
 
 // useFaultProxies gives every replica of f its own fault-injecting proxy
@@ -118,6 +126,9 @@ type handoverRow struct {
 	// disowned counts the old leader's answers that said it no longer
 	// led.
 	disowned int
+	// staleCheck counts kube-apiserver's 503s after the new leader had
+	// answered (handoverRig.staleCheck).
+	staleCheck int
 	// errs counts the failed calls by kind (refused, timeout, reset,
 	// other), each with the longest such call.
 	errs map[string]time.Duration
@@ -247,6 +258,8 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 	}
 	for _, a := range answers {
 		switch {
+		case a.err != nil && !a.sent.Before(firstNew) && h.staleCheckAnswer(flt, a, acquired):
+			row.staleCheck++
 		case a.err != nil:
 			row.failed++
 			kind := errKind(a.err)
@@ -428,10 +441,23 @@ func (h *handoverRig) programmedBy(t *testing.T, signalled, acquired time.Time) 
 }
 
 func (r handoverRow) disownedSummary() string {
-	if r.disowned == 0 {
-		return ""
+	var b strings.Builder
+	if r.disowned > 0 {
+		fmt.Fprintf(&b, "; %d answers from the old leader saying it no longer led", r.disowned)
 	}
-	return fmt.Sprintf("; %d answers from the old leader saying it no longer led", r.disowned)
+	if r.staleCheck > 0 {
+		fmt.Fprintf(&b, "; %d calls answered 503 service unavailable after the new leader had answered (a stale availability check)", r.staleCheck)
+	}
+	return b.String()
+}
+
+// staleCheckAnswer reports whether a, a failed call, is kube-apiserver's
+// 503 "service unavailable" within the rig's staleCheck of the acquire
+// time, after an unplanned fault.
+func (h *handoverRig) staleCheckAnswer(flt leaderFault, a answer, acquired time.Time) bool {
+	var se *statusError
+	return h.staleCheck > 0 && flt != faultTerm && a.sent.Before(acquired.Add(h.staleCheck)) &&
+		errors.As(a.err, &se) && se.code == http.StatusServiceUnavailable && strings.Contains(se.body, "service unavailable")
 }
 
 func (r handoverRow) errSummary() string {
