@@ -5,10 +5,18 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/bin
 export FASTOVER_BIN := $(BIN)
 
+# fastover's Go modules (go.work makes them one workspace): the leader
+# library and its controller-runtime adapter are modules of their own, so
+# that their consumers get neither the root module's dependencies nor each
+# other's; the root module holds the rest. A pattern like ./... stops at a
+# module's border: MODULE_PATTERNS names each.
+MODULES := . leader leader/ctrlmanager
+MODULE_PATTERNS := $(foreach m,$(MODULES),$(if $(filter .,$(m)),./...,./$(m)/...))
+
 # Packages that need the local control plane: the suites under tests/, and
 # internal/cluster, which tests itself on one.
 E2E_PKGS := ./tests/... ./internal/cluster/...
-UNIT_PKGS = $(shell go list ./... | grep -v -e '/tests/' -e '/internal/cluster$$')
+UNIT_PKGS = $(shell go list $(MODULE_PATTERNS) | grep -v -e '/tests/' -e '/internal/cluster$$')
 
 GOTEST_FLAGS ?=
 E2E_TIMEOUT ?= 35m
@@ -27,33 +35,49 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: vet
-vet: ## go vet
-	go vet ./...
-	cd tests/charts && go vet ./...
+vet: ## go vet, in every module
+	go vet $(MODULE_PATTERNS)
+	cd tests/charts && GOWORK=off go vet ./...
+
+# Every module's go.mod and go.sum are what go mod tidy makes of them, each
+# module by itself (tidy reads no go.work).
+.PHONY: tidy-check
+tidy-check: ## go mod tidy -diff in every module (the root, leader, leader/ctrlmanager, tests/charts)
+	@fail=0; for m in $(MODULES) tests/charts; do \
+		if ! out=$$(cd $$m && GOWORK=off go mod tidy -diff 2>&1); then echo "$$m: go mod tidy would change:"; echo "$$out"; fail=1; fi; \
+	done; if [[ $$fail == 0 ]]; then echo "go mod tidy: clean in $(MODULES) tests/charts"; fi; exit $$fail
 
 # actionlint checks the GitHub workflows (.github/workflows), with
 # shellcheck on their scripts when shellcheck is on the PATH; it runs first,
 # it takes seconds.
 # The libraries stay light for the projects that import them: no
 # controller-runtime under the rule, the leader library, retrofit or the
-# kubectl plugin (webhook/ is the admission transport on controller-runtime).
+# kubectl plugin (webhook/ is the admission transport on controller-runtime);
+# and the leader module, by itself, requires nothing but client-go, api,
+# apimachinery, the Prometheus client and what those require
+# (tests/modules checks what a consumer gets).
 LIGHT_PKGS := ./toleration ./leader ./retrofit ./cmd/kubectl-fastover
+LEADER_MODULE_FORBIDDEN := sigs.k8s.io/controller-runtime github.com/google/go-containerregistry sigs.k8s.io/kustomize/ github.com/spf13/cobra k8s.io/cli-runtime github.com/fastover/fastover[[:space:]]
 
 .PHONY: deps-check
-deps-check: ## no controller-runtime in the dependencies of toleration/, leader/, retrofit/, cmd/kubectl-fastover
+deps-check: ## no controller-runtime in the dependencies of toleration/, leader/, retrofit/, cmd/kubectl-fastover; none of the root module's dependencies in the leader module's build list
 	@fail=0; for p in $(LIGHT_PKGS); do \
 		if go list -deps $$p | grep -q '^sigs.k8s.io/controller-runtime'; then \
 			echo "$$p imports controller-runtime:"; go list -deps $$p | grep '^sigs.k8s.io/controller-runtime' | sed 's/^/  /'; fail=1; fi; \
-	done; if [[ $$fail == 0 ]]; then echo "no controller-runtime under $(LIGHT_PKGS)"; fi; exit $$fail
+	done; \
+	mods=$$(cd leader && GOWORK=off go list -m all); \
+	for m in $(LEADER_MODULE_FORBIDDEN); do \
+		if grep -q "^$$m" <<<"$$mods"; then echo "the leader module's build list has $$(grep "^$$m" <<<"$$mods" | head -1)"; fail=1; fi; \
+	done; if [[ $$fail == 0 ]]; then echo "no controller-runtime under $(LIGHT_PKGS); the leader module's build list has none of the root module's dependencies"; fi; exit $$fail
 
 .PHONY: lint
 lint: deps-check ## golangci-lint and actionlint on the workflows (pinned in tests/tools/lint, tests/tools/actionlint), deps-check
 	@tests/tools/build.sh lint actionlint
 	$(BIN)/actionlint
-	$(BIN)/golangci-lint run ./...
-	cd tests/charts && $(BIN)/golangci-lint run ./...
+	for m in $(MODULES); do (cd $$m && $(BIN)/golangci-lint run ./...); done
+	cd tests/charts && GOWORK=off $(BIN)/golangci-lint run ./...
 	@echo "==> helm lint of charts/ (helm's Go SDK, tests/charts)"
-	cd tests/charts && go test -count=1 -run '^TestLint$$' .
+	cd tests/charts && GOWORK=off go test -count=1 -run '^TestLint$$' .
 
 .PHONY: unit
 unit: ## unit tests (no control plane)
@@ -61,10 +85,10 @@ unit: ## unit tests (no control plane)
 
 # make cover: statement coverage of the unit tests, per package, against
 # the floors the project keeps (COVER_FLOORS, package=percent).
-COVER_FLOORS ?= leader=85 toleration=90 retrofit=70
+COVER_FLOORS ?= leader=85 leader/ctrlmanager=75 toleration=90 retrofit=70
 
 .PHONY: cover
-cover: ## unit tests with statement coverage per package; fails below COVER_FLOORS (leader 85%, toleration 90%, retrofit 70%)
+cover: ## unit tests with statement coverage per package, every module; fails below COVER_FLOORS (leader 85%, leader/ctrlmanager 75%, toleration 90%, retrofit 70%)
 	@go test -count=1 -timeout 5m -cover $(GOTEST_FLAGS) $(UNIT_PKGS) | awk -v floors='$(COVER_FLOORS)' ' \
 		BEGIN { n = split(floors, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); floor[kv[1]] = kv[2] } } \
 		!/coverage:/ { print; if ($$1 == "FAIL" || $$1 == "---") failed = 1; next } \
@@ -84,14 +108,14 @@ e2e: ## end-to-end tests on a local control plane
 	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_PKGS)
 
 .PHONY: test
-test: tools fmt-check vet lint cover e2e charts-test ## everything CI runs: tools, gofmt, vet, lint (deps-check), unit tests with the coverage floors, e2e and chart tests
+test: tools fmt-check vet tidy-check lint cover e2e charts-test ## everything CI runs: tools, gofmt, vet, go mod tidy, lint (deps-check), unit tests with the coverage floors, e2e (the modules' consumer and compatibility tests included) and chart tests
 
 # The Helm charts (charts/) are tested by a Go module of their own,
 # tests/charts, so that helm's SDK stays out of fastover's go.mod.
 .PHONY: charts-test
 charts-test: ## Helm charts: lint, schema, drift against manifests/, install on a local control plane
 	@tests/tools/build.sh etcd kwok kube certmanager
-	cd tests/charts && go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v ./...
+	cd tests/charts && GOWORK=off go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v ./...
 
 # make images: an OCI image index per binary (fastover-webhook,
 # fastover-example, fastover-certs) for IMAGE_PLATFORMS, built in Go without

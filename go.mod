@@ -4,14 +4,16 @@ go 1.26.0
 
 require (
 	github.com/evanphx/json-patch/v5 v5.9.11
+	github.com/fastover/fastover/leader v0.0.0-00010101000000-000000000000
+	github.com/fastover/fastover/leader/ctrlmanager v0.0.0-00010101000000-000000000000
 	github.com/go-json-experiment/json v1.27.2
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-containerregistry v0.22.1
 	github.com/prometheus/client_golang v1.24.0
-	github.com/prometheus/client_model v0.6.2
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/mod v0.39.0
 	golang.org/x/net v0.57.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.48.0
@@ -29,6 +31,8 @@ require (
 	sigs.k8s.io/kustomize/kyaml v0.21.2
 	sigs.k8s.io/yaml v1.6.0
 )
+
+require github.com/prometheus/client_model v0.6.2 // indirect
 
 require (
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
@@ -94,3 +98,10 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+// Development versions of the leader modules: the directories in this tree
+// (go.work makes them one workspace; a release pins real versions, see
+// internal/release). A consumer of this module never sees these.
+replace github.com/fastover/fastover/leader v0.0.0-00010101000000-000000000000 => ./leader
+
+replace github.com/fastover/fastover/leader/ctrlmanager v0.0.0-00010101000000-000000000000 => ./leader/ctrlmanager

@@ -99,6 +99,15 @@ func snippetSource(code string) (string, int) {
 	return b.String(), head
 }
 
+// GoFile is a Go block of a document as a file of package pkg, wrapped as
+// CompileSnippets wraps it (statements as the body of a function with ctx,
+// t, clientset and runController), for a build outside this module: a
+// consumer's.
+func GoFile(pkg, code string) string {
+	src, _ := snippetSource(code)
+	return strings.Replace(src, "package snippet\n", "package "+pkg+"\n", 1)
+}
+
 // usedNames are the identifiers of a snippet followed by a dot (outside
 // comments and strings): the packages it uses.
 func usedNames(code string) map[string]bool {

@@ -9,6 +9,9 @@
 # Usage: tests/tools/build.sh [GROUP...]   (groups: kube kubeproxy etcd kwok
 # certmanager lint actionlint bench; no group means all but bench)
 set -euo pipefail
+# Each tool module builds on its own: the repository's go.work (the
+# workspace of fastover's own modules) does not list them.
+export GOWORK=off
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tools="$root/tests/tools"
