@@ -131,8 +131,10 @@
 // reports every problem at once.
 //
 // The Role the library needs in its namespace is PolicyRules' (the
-// example's is manifests/example/rbac.yaml). The library depends on
-// client-go, apimachinery and the Prometheus client only.
+// example's is manifests/example/rbac.yaml). The library is a module of
+// its own, github.com/fastover/fastover/leader, on client-go, api and
+// apimachinery v0.35.0 or newer and the Prometheus client v1.22.0 or newer
+// only: a consumer gets none of the rest of fastover's dependencies.
 //
 // Files: elector.go holds the election loop (New, Run, standby); term.go
 // the leader's term (renewals, stepping down); lease.go the Lease state

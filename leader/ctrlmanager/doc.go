@@ -68,4 +68,11 @@
 //
 // Keep controller-runtime's LeaderElection options unset: the durations
 // are leader.Config's.
+//
+// The package is a module of its own,
+// github.com/fastover/fastover/leader/ctrlmanager, so that the library's
+// consumers without controller-runtime never get it. It works with
+// controller-runtime v0.22.0 (the first with Controller.EnableWarmup) and
+// newer, and requires v0.22.0: an operator keeps the controller-runtime it
+// has.
 package ctrlmanager
