@@ -109,14 +109,13 @@ type consumerResult struct {
 }
 
 // adopt copies the consumer testdata/name (its go.mod and main.go) into a
-// fresh module, tidies it as its own project would be, then adopts the
+// fresh module in dir, tidies it as its own project would be, then adopts the
 // library as its users do: elect.go added, getArgs run (a docs' go get
 // line), extra files added, go mod tidy; then builds it.
-func adopt(t *testing.T, name string, getArgs []string, extra map[string]string) *consumerResult {
+func adopt(t *testing.T, name, dir string, getArgs []string, extra map[string]string) *consumerResult {
 	t.Helper()
 	env := goEnv(t)
 	src := filepath.Join("testdata", name)
-	dir := t.TempDir()
 	for _, f := range []string{"go.mod", "main.go"} {
 		require.NoError(t, copyFile(filepath.Join(src, f), filepath.Join(dir, f)))
 	}
@@ -210,7 +209,10 @@ func adoptClientGo(t *testing.T) *consumerResult {
 		get := goGetLine(t, "README.md", leaderPath)
 		require.Equal(t, get, goGetLine(t, "docs/leader.md", leaderPath), "README.md and docs/leader.md give one go get line")
 		snippet := docs.GoFile("main", readmeSnippet(t))
-		clientGo.r = adopt(t, "clientgo", get, map[string]string{"readme_snippet.go": snippet})
+		// In scratch: TestMinimumClientGoOnControlPlane runs its binary.
+		dir, err := os.MkdirTemp(scratch, "clientgo-")
+		require.NoError(t, err)
+		clientGo.r = adopt(t, "clientgo", dir, get, map[string]string{"readme_snippet.go": snippet})
 		clientGo.ok = true
 	})
 	if !clientGo.ok {
@@ -255,7 +257,7 @@ func TestConsumerClientGo(t *testing.T) {
 func TestConsumerControllerRuntime(t *testing.T) {
 	_, version := startProxy(t)
 	get := goGetLine(t, "docs/leader.md", ctrlmanagerPath)
-	r := adopt(t, "ctrlruntime", get, nil)
+	r := adopt(t, "ctrlruntime", t.TempDir(), get, nil)
 	r.log(t, "a controller-runtime v0.22.4 operator after `go get "+ctrlmanagerPath+"` (docs/leader.md)")
 
 	assert.Equal(t, version, r.afterGoMod[ctrlmanagerPath])

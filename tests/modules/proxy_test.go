@@ -37,9 +37,20 @@ var proxy struct {
 	err     error
 }
 
-// TestMain removes the proxy's directory after the tests.
+// scratch holds what outlives one test: the consumer that several tests
+// use.
+var scratch string
+
+// TestMain makes scratch, and removes it and the proxy's directory after
+// the tests.
 func TestMain(m *testing.M) {
+	var err error
+	if scratch, err = os.MkdirTemp("", "fastover-modules-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	_ = os.RemoveAll(scratch)
 	if proxy.dir != "" {
 		_ = os.RemoveAll(proxy.dir)
 	}
