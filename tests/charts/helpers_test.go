@@ -35,15 +35,23 @@ var (
 )
 
 // binary builds fastover's commands once per run and returns one's path.
+// They are built in the repository's workspace, as `make` builds them: this
+// module's go.sum holds what its own packages need, not every command's.
 func binary(t *testing.T, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		var root string
+		if root, buildErr = cluster.ModuleRoot(); buildErr != nil {
+			return
+		}
 		buildDir, buildErr = os.MkdirTemp("", "fastover-charts-bin-")
 		if buildErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", buildDir+"/",
-			"github.com/fastover/fastover/cmd/fastover-webhook", "github.com/fastover/fastover/examples/fastover-example").CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/fastover-webhook", "./examples/fastover-example")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOWORK=") // the go.work above root, though make runs this module with GOWORK=off
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
