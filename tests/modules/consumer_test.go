@@ -1,9 +1,12 @@
 package modules
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -208,11 +211,17 @@ func adoptClientGo(t *testing.T) *consumerResult {
 	clientGo.once.Do(func() {
 		get := goGetLine(t, "README.md", leaderPath)
 		require.Equal(t, get, goGetLine(t, "docs/leader.md", leaderPath), "README.md and docs/leader.md give one go get line")
-		snippet := docs.GoFile("main", readmeSnippet(t))
+		snippets := map[string]string{"readme_snippet.go": docs.GoFile("main", readmeSnippet(t))}
+		for i, b := range readDoc(t, "docs/leader.md").Blocks {
+			if b.Lang == "go" && strings.Contains(b.Text, "leader.") {
+				snippets[fmt.Sprintf("leader_md_snippet%d.go", i)] = docs.GoFile("main", b.Text)
+			}
+		}
 		// In scratch: TestMinimumClientGoOnControlPlane runs its binary.
 		dir, err := os.MkdirTemp(scratch, "clientgo-")
 		require.NoError(t, err)
-		clientGo.r = adopt(t, "clientgo", dir, get, map[string]string{"readme_snippet.go": snippet})
+		clientGo.r = adopt(t, "clientgo", dir, get, snippets)
+		t.Logf("compiled in the consumer: %s", strings.Join(slices.Sorted(maps.Keys(snippets)), ", "))
 		clientGo.ok = true
 	})
 	if !clientGo.ok {
@@ -225,7 +234,8 @@ func adoptClientGo(t *testing.T) *consumerResult {
 // get line: it gets the library at the proxy's version, nothing of
 // k8s.io/* moves, and nothing but the library and the Prometheus client
 // joins its build list (no controller-runtime, go-containerregistry,
-// kustomize or cobra); the README's snippet compiles in it.
+// kustomize or cobra); the README's snippet and docs/leader.md's compile
+// in it.
 func TestConsumerClientGo(t *testing.T) {
 	_, version := startProxy(t)
 	r := adoptClientGo(t)
