@@ -9,8 +9,10 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,7 +25,7 @@ import (
 
 // The aggregated API the replica serves with --tls-cert-file: discovery
 // and one read-only, cluster-scoped resource, replicas, whose only item is
-// the replica that answered. Registered with an APIService that points at
+// the replica that answered (get, list, and watch: aggwatch.go). Registered with an APIService that points at
 // the selector-less Service, it is reached through kube-apiserver, which
 // routes each request to the Service's one endpoint: the leader.
 const (
@@ -89,6 +91,10 @@ type aggAPI struct {
 
 	mu     sync.Mutex
 	logged map[string]int // requests logged in full, by user
+
+	rv atomic.Uint64 // the last resourceVersion given out
+	// watchEvery is how often a watch reports the replica (watchInterval).
+	watchEvery time.Duration
 }
 
 // The replica logs the first few requests of each user (of the first
@@ -111,7 +117,12 @@ func (a *aggAPI) logRequest(user string) bool {
 }
 
 func newAggAPI(src replicaSource, auth *frontProxyAuth) *aggAPI {
-	return &aggAPI{src: src, auth: auth, started: time.Now(), logged: map[string]int{}}
+	a := &aggAPI{src: src, auth: auth, started: time.Now(), logged: map[string]int{}, watchEvery: watchInterval}
+	// Each answer gets a resourceVersion of its own, growing, and higher
+	// than a previous process's (a restart): microseconds since the epoch
+	// at the start.
+	a.rv.Store(uint64(a.started.UnixMicro()))
+	return a
 }
 
 func (a *aggAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -151,14 +162,14 @@ func (a *aggAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				SingularName: "replica",
 				Namespaced:   false,
 				Kind:         apiKind,
-				Verbs:        metav1.Verbs{"get", "list"},
+				Verbs:        metav1.Verbs{"get", "list", "watch"},
 				Categories:   []string{"fastover"},
 			}},
 		})
 		return
 	case resourcesPath:
-		if q := r.URL.Query(); q.Get("watch") == "true" || q.Get("watch") == "1" {
-			writeStatus(w, apierrors.NewMethodNotSupported(replicasGR, "watch"))
+		if isWatch(r) {
+			a.serveWatch(w, r)
 			return
 		}
 		a.writeReplicas(w, r, "")
@@ -181,13 +192,15 @@ func apiGroupInfo() metav1.APIGroup {
 	return metav1.APIGroup{Name: apiGroup, Versions: []metav1.GroupVersionForDiscovery{v}, PreferredVersion: v}
 }
 
-// replica is the replica that answers, as it sees itself now.
+// replica is the replica that answers, as it sees itself now, with a new
+// resourceVersion.
 func (a *aggAPI) replica() Replica {
 	return Replica{
 		TypeMeta: metav1.TypeMeta{Kind: apiKind, APIVersion: groupVersion.String()},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              a.src.Identity(),
 			CreationTimestamp: metav1.NewTime(a.started),
+			ResourceVersion:   strconv.FormatUint(a.rv.Add(1), 10),
 		},
 		Status: ReplicaStatus{Leading: a.src.IsLeader(), Term: a.src.Term(), Leader: a.src.Leader()},
 	}
@@ -198,13 +211,7 @@ func (a *aggAPI) replica() Replica {
 func (a *aggAPI) writeReplicas(w http.ResponseWriter, r *http.Request, name string) {
 	me := a.replica()
 	if a.refuseStandby && !me.Status.Leading {
-		w.Header().Set("Retry-After", "1")
-		writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status:  metav1.StatusFailure,
-			Code:    http.StatusServiceUnavailable,
-			Reason:  metav1.StatusReasonServiceUnavailable,
-			Message: fmt.Sprintf("replica %s does not lead (the Lease's holder is %q); retry", me.Name, me.Status.Leader),
-		}})
+		a.refuse(w, me)
 		return
 	}
 	if name != "" && name != me.Name {
@@ -221,8 +228,20 @@ func (a *aggAPI) writeReplicas(w http.ResponseWriter, r *http.Request, name stri
 	}
 	writeJSON(w, http.StatusOK, &ReplicaList{
 		TypeMeta: metav1.TypeMeta{Kind: apiKind + "List", APIVersion: groupVersion.String()},
+		ListMeta: metav1.ListMeta{ResourceVersion: me.ResourceVersion},
 		Items:    []Replica{me},
 	})
+}
+
+// refuse answers 503 for a replica that does not lead (--api-standby=refuse).
+func (a *aggAPI) refuse(w http.ResponseWriter, me Replica) {
+	w.Header().Set("Retry-After", "1")
+	writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusServiceUnavailable,
+		Reason:  metav1.StatusReasonServiceUnavailable,
+		Message: fmt.Sprintf("replica %s does not lead (the Lease's holder is %q); retry", me.Name, me.Status.Leader),
+	}})
 }
 
 // wantsTable reports whether the Accept header asks for a meta.k8s.io/v1

@@ -125,7 +125,7 @@ func TestAggAPIDiscovery(t *testing.T) {
 	assert.Equal(t, "replicas", r.Name)
 	assert.Equal(t, "Replica", r.Kind)
 	assert.False(t, r.Namespaced)
-	assert.ElementsMatch(t, []string{"get", "list"}, r.Verbs)
+	assert.ElementsMatch(t, []string{"get", "list", "watch"}, r.Verbs)
 }
 
 func TestAggAPIReplicas(t *testing.T) {
@@ -197,7 +197,7 @@ func TestAggAPIBadRequests(t *testing.T) {
 		{"PUT", "/apis/example.fastover.io/v1alpha1/replicas/r-1", http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed},
 		{"DELETE", "/apis/example.fastover.io/v1alpha1/replicas/r-1", http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed},
 		{"PATCH", "/apis", http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed},
-		{"GET", "/apis/example.fastover.io/v1alpha1/replicas?watch=true", http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed},
+		{"GET", "/apis/example.fastover.io/v1alpha1/replicas?watch=true&timeoutSeconds=soon", http.StatusBadRequest, metav1.StatusReasonBadRequest},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			w := do(api, tc.method, tc.path, pc.cert, nil)

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// A watch of replicas (GET .../replicas?watch=true, what an informer or
+// `kubectl get -w` opens) streams the replica that serves it: ADDED at
+// once, then MODIFIED every watchInterval whether or not anything changed,
+// so that a client sees a stream that stalled (a frozen or cut-off
+// replica) as a gap, and which replica, term and role each event comes
+// from.
+const watchInterval = time.Second
+
+// initialEventsEnd is the annotation of the bookmark that ends the initial
+// events of a watch with sendInitialEvents=true (client-go's streaming
+// list).
+const initialEventsEnd = "k8s.io/initial-events-end"
+
+// maxWatchTimeout bounds timeoutSeconds.
+const maxWatchTimeout = time.Hour
+
+// watchEvent is one line of the stream, as kube-apiserver writes them.
+type watchEvent struct {
+	Type   watch.EventType `json:"type"`
+	Object any             `json:"object"`
+}
+
+// isWatch reports whether a request for the collection asks for a watch.
+func isWatch(r *http.Request) bool {
+	v := r.URL.Query().Get("watch")
+	return v == "true" || v == "1"
+}
+
+// serveWatch streams watch events until the client goes or timeoutSeconds
+// (if given) passes.
+func (a *aggAPI) serveWatch(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	timeout := maxWatchTimeout
+	if s := q.Get("timeoutSeconds"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("timeoutSeconds %q: want a whole number of seconds", s)))
+			return
+		}
+		if n > 0 && time.Duration(n)*time.Second < timeout {
+			timeout = time.Duration(n) * time.Second
+		}
+	}
+	me := a.replica()
+	if a.refuseStandby && !me.Status.Leading {
+		a.refuse(w, me)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("the connection cannot stream a watch")))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	send := func(typ watch.EventType, obj any) bool {
+		if err := enc.Encode(watchEvent{Type: typ, Object: obj}); err != nil {
+			return false
+		}
+		flusher.Flush()
+		return true
+	}
+	if !send(watch.Added, &me) {
+		return
+	}
+	if q.Get("sendInitialEvents") == "true" {
+		mark := Replica{
+			TypeMeta:   me.TypeMeta,
+			ObjectMeta: metav1.ObjectMeta{ResourceVersion: me.ResourceVersion, Annotations: map[string]string{initialEventsEnd: "true"}},
+		}
+		if !send(watch.Bookmark, &mark) {
+			return
+		}
+	}
+	end := time.NewTimer(timeout)
+	defer end.Stop()
+	tick := time.NewTicker(a.watchEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-end.C:
+			return
+		case <-tick.C:
+			me := a.replica()
+			if !send(watch.Modified, &me) {
+				return
+			}
+		}
+	}
+}
