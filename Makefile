@@ -152,10 +152,15 @@ WARM_BENCH_OBJECTS ?= 20000
 # Steady-state window of the API-cost comparison (tests/bench/apicost), per
 # replica count (3 and 30): the requests a minute of leaders and standbys.
 APICOST_WINDOW ?= 2m
+# Runs per fault of the held-connections measurement (TestHeldConnections:
+# clients that keep their connections, through kube-proxy and
+# kube-apiserver; a frozen or cut-off leader waits up to 65 s a run).
+HELD_RUNS ?= 3
 
 .PHONY: bench
-bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election, warm vs cold client-go standbys, API requests of leaders and standbys vs client-go, pod-creation latency without mutation vs webhook vs policy (~40 min)
-	@tests/tools/build.sh bench etcd kwok kube
+bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election, warm vs cold client-go standbys, API requests of leaders and standbys vs client-go, pod-creation latency without mutation vs webhook vs policy, handovers as clients that keep their connections see them (~45 min; as root)
+	@tests/tools/build.sh bench etcd kwok kube kubeproxy
+	@tests/tools/netfilter.sh
 	@mkdir -p $(BIN)/bench
 	go build -o $(BIN)/fastover-webhook ./cmd/fastover-webhook
 	go test -run '^$$' -bench '^BenchmarkHandle' -benchmem -count $(BENCH_COUNT) ./webhook/ | tee $(BIN)/bench/webhook.txt
@@ -180,6 +185,8 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 	go run ./tests/bench/apicost -bin $(BIN) -window $(APICOST_WINDOW)
 	@echo
 	go run ./tests/bench/admissionlatency -bin $(BIN)
+	@echo
+	HELD_RUNS=$(HELD_RUNS) go test -count=1 -timeout 30m -v -run '^TestHeldConnections$$' ./tests/e2e/ | grep -v -E '^\s*[IWE][0-9]{4} '
 
 # make demo: GRACE=50s for Kubernetes' default node-monitor grace period
 # (the demo's default is 20s); DEMO_FLAGS=--quick for the CI test's durations.

@@ -189,29 +189,8 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 	}
 
 	time.Sleep(200 * time.Millisecond)
-	var heal func(context.Context) error
 	signalled := time.Now()
-	switch flt {
-	case faultTerm:
-		require.NoError(t, r.Proc.Signal(syscall.SIGTERM))
-	case faultKill:
-		require.NoError(t, r.Proc.Signal(syscall.SIGKILL))
-	case faultFreeze:
-		require.NoError(t, r.Proc.Signal(syscall.SIGSTOP))
-		heal = func(context.Context) error { return r.Proc.Signal(syscall.SIGCONT) }
-	case faultCut:
-		p := h.proxies[old]
-		require.NotNil(t, p, "a cut needs the replicas' fault proxies (useFaultProxies)")
-		p.Partition(true)
-		cut, err := f.Env.Netns().Cut(ctx, netip.MustParseAddr(r.Address()))
-		require.NoError(t, err)
-		heal = func(ctx context.Context) error {
-			p.Partition(false)
-			return cut(ctx)
-		}
-	default:
-		t.Fatalf("unknown fault %q", flt)
-	}
+	heal := h.inject(ctx, t, r, flt)
 	// Wait for the new leader's answers, and some more of them.
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		n, first := newAnswers()
@@ -299,9 +278,44 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 		row.toSlice = row.acquired // the watch missed it: the Lease's time is the bound
 	}
 
-	// The old leader comes back as a standby, as the kubelet would start
-	// it: after a planned stop it exited cleanly; frozen or cut off, it
-	// found its Lease gone and exited to start afresh.
+	h.restart(ctx, t, r, flt)
+	return row
+}
+
+// inject plays flt on the replica r and returns how to heal it (nil for a
+// fault that needs none: the process is gone).
+func (h *handoverRig) inject(ctx context.Context, t *testing.T, r *fleet.Replica, flt leaderFault) (heal func(context.Context) error) {
+	t.Helper()
+	switch flt {
+	case faultTerm:
+		require.NoError(t, r.Proc.Signal(syscall.SIGTERM))
+	case faultKill:
+		require.NoError(t, r.Proc.Signal(syscall.SIGKILL))
+	case faultFreeze:
+		require.NoError(t, r.Proc.Signal(syscall.SIGSTOP))
+		heal = func(context.Context) error { return r.Proc.Signal(syscall.SIGCONT) }
+	case faultCut:
+		p := h.proxies[r.ID]
+		require.NotNil(t, p, "a cut needs the replicas' fault proxies (useFaultProxies)")
+		p.Partition(true)
+		cut, err := h.f.Env.Netns().Cut(ctx, netip.MustParseAddr(r.Address()))
+		require.NoError(t, err)
+		heal = func(ctx context.Context) error {
+			p.Partition(false)
+			return cut(ctx)
+		}
+	default:
+		t.Fatalf("unknown fault %q", flt)
+	}
+	return heal
+}
+
+// restart brings the old leader r back as a standby after flt (healed), as
+// the kubelet would start it: after a planned stop it exited cleanly;
+// frozen or cut off, it found its Lease gone and exited to start afresh.
+func (h *handoverRig) restart(ctx context.Context, t *testing.T, r *fleet.Replica, flt leaderFault) {
+	t.Helper()
+	f := h.f
 	switch flt {
 	case faultTerm:
 		exited, err := r.Proc.WaitExit(10 * time.Second)
@@ -316,10 +330,9 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 	require.NoError(t, f.Start(r))
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		code, id, err := f.Get(r.Address(), "/")
-		return err == nil && code == http.StatusOK && id == old, nil
-	}), "%s serves again as a standby", old)
+		return err == nil && code == http.StatusOK && id == r.ID, nil
+	}), "%s serves again as a standby", r.ID)
 	time.Sleep(h.d.Retry)
-	return row
 }
 
 // calls calls a caller every 10 ms, each call on its own tick whether or
