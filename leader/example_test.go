@@ -1,8 +1,13 @@
 package leader_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -128,4 +133,62 @@ func ExampleConfig_prepare() {
 	// Output:
 	// leading with 3 ConfigMaps in the cache
 	// Run returned <nil>
+}
+
+// A replica's HTTP server stops serving when its term ends, right after
+// Run has released the Lease: its streams (a watch) end at once, so that
+// their clients reconnect to the Service and reach the new leader, instead
+// of reading from this replica until a shutdown gives up.
+func ExampleServerStopper() {
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintln(w, "event from the leader")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // a watch: it runs until its request ends
+	})}
+	stopper, err := leader.NewServerStopper(srv)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	go func() { _ = srv.Serve(l) }()
+
+	elector, err := leader.New(leader.Config{Client: fake.NewClientset(), Namespace: "antrea", LeaseName: "antrea-controller", Identity: "replica-a"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var stream *bufio.Reader
+	var body io.ReadCloser
+	err = elector.Run(ctx, func(ctx context.Context) error {
+		resp, err := http.Get("http://" + l.Addr().String() + "/watch") //nolint:bodyclose // closed after Run, once read to its end
+		if err != nil {
+			return err
+		}
+		// The stream is read to its end, and closed, after Run.
+		body = resp.Body
+		stream = bufio.NewReader(body)
+		line, _ := stream.ReadString('\n')
+		fmt.Print("a client reads: ", line)
+		stop() // SIGTERM: the term ends
+		<-ctx.Done()
+		return nil
+	})
+	// The Lease is released: a standby takes it, and the clients follow
+	// once this replica's streams end.
+	fmt.Println("Run returned", err, "; stop serving:", stopper.Stop(5*time.Second))
+	if stream != nil {
+		_, err = io.ReadAll(stream)
+		fmt.Println("the client's stream ended:", err == nil)
+		_ = body.Close()
+	}
+	// Output:
+	// a client reads: event from the leader
+	// Run returned <nil> ; stop serving: <nil>
+	// the client's stream ended: true
 }

@@ -210,12 +210,15 @@ func run(args []string, stderr io.Writer) error {
 		l = tls.NewListener(l, tlsConfig)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// When the term ends (Run has returned: the Lease is released or
+	// lost), the server stops at once, its watches included: their
+	// clients reconnect to the Service and reach the new leader.
+	stopper, err := leader.NewServerStopper(srv)
+	if err != nil {
+		return err
+	}
 	go func() { _ = srv.Serve(l) }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}()
+	defer func() { _ = stopper.Stop(5 * time.Second) }()
 
 	acts, err := openActingLog(o.actingLog, elector)
 	if err != nil {

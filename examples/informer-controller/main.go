@@ -175,7 +175,14 @@ func serveProbes(ctx context.Context, addr string, elector *leader.Elector) erro
 	mux.Handle("/readyz", check(elector.Ready))
 	mux.Handle("/healthz", check(elector.Check))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// Stopped as fastover-example's server is (leader.ServerStopper): at
+	// once, streams included, the probes under way given a second.
+	stopper, err := leader.NewServerStopper(srv)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	go func() { _ = srv.Serve(ln) }()
-	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	context.AfterFunc(ctx, func() { _ = stopper.Stop(time.Second) })
 	return nil
 }

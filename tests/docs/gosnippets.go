@@ -29,6 +29,7 @@ var knownImports = map[string]string{
 	"errors":      "errors",
 	"fmt":         "fmt",
 	"http":        "net/http",
+	"net":         "net",
 	"os":          "os",
 	"signal":      "os/signal",
 	"syscall":     "syscall",

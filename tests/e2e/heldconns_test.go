@@ -390,6 +390,14 @@ func heldHandover(ctx context.Context, t *testing.T, h *handoverRig, clients []*
 		if flt == faultTerm || flt == faultKill {
 			assert.NotZero(t, row.gap[c.kind], "%s: after %s of the leader (its connections close), no data from the new leader within %v", c.kind, flt, heldCap)
 		}
+		if flt == faultTerm {
+			// A stopping leader ends its streams once it has released the
+			// Lease (leader.ServerStopper): a watch's client gets nothing
+			// from it a second after the new leader took the Lease (its
+			// shutdown used to hold watches for 5 s, an event a second).
+			held := c.count(func(o heldObs) bool { return o.id == old && o.at.After(acquired.Add(time.Second)) })
+			assert.Zero(t, held, "%s: data from the old leader %s more than 1 s after %s took the Lease on a planned stop", c.kind, old, row.next)
+		}
 		if c.kind == "fresh" {
 			assert.NotZero(t, row.gap[c.kind], "the control follows")
 			assert.Less(t, row.gap[c.kind], gapBound(flt, h.d), "%s: the control's gap", flt)

@@ -1,0 +1,66 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// ServerStopper ends what an http.Server serves when the leader's term
+// ends, long-running requests included.
+//
+// http.Server.Shutdown closes the listeners, sends HTTP/2 connections a
+// GOAWAY and closes idle connections, then waits for the requests under
+// way; a watch or any other stream never ends by itself, so the clients
+// that hold one keep reading from a replica that no longer leads until the
+// shutdown gives up. A ServerStopper gives every request a context that
+// Stop cancels first: a handler that follows its request's context (as a
+// watch does) returns at once, and its client, its stream ended, reconnects
+// to the Service and reaches the new leader.
+type ServerStopper struct {
+	srv    *http.Server
+	base   context.Context
+	cancel context.CancelFunc
+	once   sync.Once
+	err    error
+}
+
+// NewServerStopper sets srv.BaseContext, which must be unset, so that Stop
+// can end every request. Call it before srv serves.
+func NewServerStopper(srv *http.Server) (*ServerStopper, error) {
+	if srv == nil {
+		return nil, errors.New("leader: NewServerStopper: nil http.Server")
+	}
+	if srv.BaseContext != nil {
+		return nil, errors.New("leader: NewServerStopper: the http.Server's BaseContext is set already; the stopper sets its own")
+	}
+	s := &ServerStopper{srv: srv}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	srv.BaseContext = func(_ net.Listener) context.Context { return s.base }
+	return s, nil
+}
+
+// Stop stops serving: it ends every request's context, shuts the server
+// down (listeners closed, GOAWAY to HTTP/2 clients, idle connections
+// closed), waits up to grace for the handlers to return, and then closes
+// every connection left. It returns the shutdown's error (nil, or
+// context.DeadlineExceeded if grace passed); a second call returns the
+// first's.
+func (s *ServerStopper) Stop(grace time.Duration) error {
+	s.once.Do(func() {
+		s.cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		if s.err = s.srv.Shutdown(ctx); s.err != nil {
+			_ = s.srv.Close()
+		}
+	})
+	return s.err
+}
+
+// Stopped is closed once Stop has begun: a handler that streams can also
+// select on it.
+func (s *ServerStopper) Stopped() <-chan struct{} { return s.base.Done() }
