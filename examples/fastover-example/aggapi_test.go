@@ -325,7 +325,12 @@ func TestTLSFlags(t *testing.T) {
 // TestAggAPIOverTLS serves the API over TLS as the replica does and reads
 // it with client-go's discovery client presenting the front proxy's
 // certificate, and / without one.
-func TestAggAPIOverTLS(t *testing.T) {
+// startAPIServer serves mux, with the aggregated API of src added as
+// serveAPI adds it, over HTTPS (HTTP/2 too if h2), and returns the server,
+// a rest.Config that reaches it as the aggregation layer does (its client
+// certificate, a user header), and the server's CA.
+func startAPIServer(t *testing.T, mux *http.ServeMux, src replicaSource, h2 bool) (*httptest.Server, *rest.Config, []byte) {
+	t.Helper()
 	certPEM, keyPEM, caPEM, err := cluster.NewServingCert("127.0.0.1")
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -336,26 +341,30 @@ func TestAggAPIOverTLS(t *testing.T) {
 	caFile := filepath.Join(dir, "proxy-ca.crt")
 	require.NoError(t, os.WriteFile(caFile, pc.caPEM, 0o600))
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "r-1\n") })
 	o := &options{tlsCert: certFile, tlsKey: keyFile, requestCA: caFile, allowedNames: "front-proxy-client"}
 	srv := httptest.NewUnstartedServer(mux)
-	srv.TLS, err = serveAPI(mux, o, nil, &fakeReplica{id: "r-1", leading: true})
+	srv.TLS, err = serveAPI(mux, o, nil, src)
 	require.NoError(t, err)
+	srv.EnableHTTP2 = h2
 	srv.StartTLS()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 
-	var certBuf, keyBuf []byte
-	certBuf = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pc.cert.Raw})
-	keyBuf = mustKeyPEM(t, pc.keyPair)
-	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM, CertData: certBuf, KeyData: keyBuf},
-		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				r = r.Clone(r.Context())
-				r.Header.Set("X-Remote-User", "admin")
-				return rt.RoundTrip(r)
-			})
-		}}
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: caPEM, CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pc.cert.Raw}), KeyData: mustKeyPEM(t, pc.keyPair),
+	}, WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			r = r.Clone(r.Context())
+			r.Header.Set("X-Remote-User", "admin")
+			return rt.RoundTrip(r)
+		})
+	}}
+	return srv, cfg, caPEM
+}
+
+func TestAggAPIOverTLS(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "r-1\n") })
+	srv, cfg, caPEM := startAPIServer(t, mux, &fakeReplica{id: "r-1", leading: true}, false)
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	require.NoError(t, err)
 	res, err := dc.ServerResourcesForGroupVersion("example.fastover.io/v1alpha1")

@@ -6,11 +6,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,10 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/fastover/fastover/internal/cluster"
 )
 
 // liveReplica is a replicaSource whose term changes while a watch reads it.
@@ -122,35 +116,9 @@ func TestAggAPIWatchRefusedByStandby(t *testing.T) {
 // TestAggAPIInformer: a client-go informer (dynamic, client-go's transport
 // over TLS) lists and watches replicas and sees the term change.
 func TestAggAPIInformer(t *testing.T) {
-	certPEM, keyPEM, caPEM, err := cluster.NewServingCert("127.0.0.1")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
-	require.NoError(t, os.WriteFile(keyFile, keyPEM, 0o600))
-	pc := newProxyCerts(t, "front-proxy-client")
-	caFile := filepath.Join(dir, "proxy-ca.crt")
-	require.NoError(t, os.WriteFile(caFile, pc.caPEM, 0o600))
 	src := &liveReplica{id: "r-1"}
 	src.term.Store(1)
-	mux := http.NewServeMux()
-	o := &options{tlsCert: certFile, tlsKey: keyFile, requestCA: caFile, allowedNames: "front-proxy-client"}
-	srv := httptest.NewUnstartedServer(mux)
-	srv.TLS, err = serveAPI(mux, o, nil, src)
-	require.NoError(t, err)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-
-	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{
-		CAData: caPEM, CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pc.cert.Raw}), KeyData: mustKeyPEM(t, pc.keyPair),
-	}, WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			r = r.Clone(r.Context())
-			r.Header.Set("X-Remote-User", "admin")
-			return rt.RoundTrip(r)
-		})
-	}}
+	_, cfg, _ := startAPIServer(t, http.NewServeMux(), src, true)
 	client, err := dynamic.NewForConfig(cfg)
 	require.NoError(t, err)
 	gvr := schema.GroupVersionResource{Group: apiGroup, Version: apiVersion, Resource: apiResource}

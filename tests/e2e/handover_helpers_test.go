@@ -414,7 +414,16 @@ func (cs *calls) end() []answer {
 // else an error (a statusError, with the start of the body, for another
 // status).
 func httpGet(c *http.Client, url string) ([]byte, error) {
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return httpDo(c, req)
+}
+
+// httpDo is httpGet for a request of the caller's (with a context).
+func httpDo(c *http.Client, req *http.Request) ([]byte, error) {
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -264,7 +263,7 @@ func pollHeld(ctx context.Context, c *heldClient, hc *http.Client, url string, p
 			c.fail(err)
 			return
 		}
-		b, err := doHeld(hc, req)
+		b, err := httpDo(hc, req)
 		if err == nil {
 			var id string
 			if id, err = parse(b); err == nil {
@@ -279,22 +278,6 @@ func pollHeld(ctx context.Context, c *heldClient, hc *http.Client, url string, p
 		case <-tick.C:
 		}
 	}
-}
-
-func doHeld(hc *http.Client, req *http.Request) ([]byte, error) {
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, &statusError{code: resp.StatusCode, body: string(b[:min(len(b), 200)])}
-	}
-	return b, nil
 }
 
 // watchHeld watches replicas through kube-apiserver, opening the watch
