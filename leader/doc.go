@@ -139,5 +139,7 @@
 // Files: elector.go holds the election loop (New, Run, standby); term.go
 // the leader's term (renewals, stepping down); lease.go the Lease state
 // (observations, acquire, renew, release); publisher.go the endpoint;
-// config.go, rbac.go, health.go and metrics.go what their names say.
+// serve.go the ServerStopper, which ends an http.Server's requests,
+// streams included, when the term ends; config.go, rbac.go, health.go and
+// metrics.go what their names say.
 package leader
