@@ -208,16 +208,8 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 	}
 	require.NoError(t, err, "no answer from a new leader after %s to %s", flt, old)
 
-	lease, err := f.Env.Client.CoordinationV1().Leases(f.Namespace).Get(ctx, f.Lease, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NotNil(t, lease.Spec.HolderIdentity)
-	require.NotNil(t, lease.Spec.AcquireTime)
-	next := *lease.Spec.HolderIdentity
-	acquired := lease.Spec.AcquireTime.Time
+	next, acquired := h.successor(ctx, t, old, signalled)
 	nr := f.ByID(next)
-	require.NotNil(t, nr, "the Lease's holder %q is a replica", next)
-	require.NotEqual(t, old, next)
-	require.True(t, acquired.After(signalled), "the Lease was acquired (%v) after the fault (%v)", acquired, signalled)
 
 	row := handoverRow{fault: flt, old: old, next: next, acquired: acquired.Sub(signalled), calls: len(answers),
 		errs: map[string]time.Duration{}, errN: map[string]int{}}
@@ -280,6 +272,22 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 
 	h.restart(ctx, t, r, flt)
 	return row
+}
+
+// successor reads the Lease after a fault on the leader old at signalled:
+// its holder, a replica other than old, and when it acquired the Lease,
+// after the fault.
+func (h *handoverRig) successor(ctx context.Context, t *testing.T, old string, signalled time.Time) (string, time.Time) {
+	t.Helper()
+	lease, err := h.f.Env.Client.CoordinationV1().Leases(h.f.Namespace).Get(ctx, h.f.Lease, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, lease.Spec.HolderIdentity)
+	require.NotNil(t, lease.Spec.AcquireTime)
+	next, acquired := *lease.Spec.HolderIdentity, lease.Spec.AcquireTime.Time
+	require.NotNil(t, h.f.ByID(next), "the Lease's holder %q is a replica", next)
+	require.NotEqual(t, old, next)
+	require.True(t, acquired.After(signalled), "the Lease was acquired (%v) after the fault (%v)", acquired, signalled)
+	return next, acquired
 }
 
 // inject plays flt on the replica r and returns how to heal it (nil for a

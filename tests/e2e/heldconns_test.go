@@ -355,14 +355,9 @@ func heldHandover(ctx context.Context, t *testing.T, h *handoverRig, clients []*
 	if heal != nil {
 		require.NoError(t, heal(ctx))
 	}
-	lease, err := h.f.Env.Client.CoordinationV1().Leases(h.f.Namespace).Get(ctx, h.f.Lease, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NotNil(t, lease.Spec.HolderIdentity)
-	require.NotNil(t, lease.Spec.AcquireTime)
-	row := heldRow{fault: flt, old: old, next: *lease.Spec.HolderIdentity, acquired: lease.Spec.AcquireTime.Sub(signalled),
+	next, acquired := h.successor(ctx, t, old, signalled)
+	row := heldRow{fault: flt, old: old, next: next, acquired: acquired.Sub(signalled),
 		gap: map[string]time.Duration{}, late: map[string]int{}}
-	require.NotEqual(t, old, row.next)
-	acquired := lease.Spec.AcquireTime.Time
 	for _, c := range clients {
 		if at, ok := c.first(func(o heldObs) bool { return o.id == row.next && o.at.After(signalled) }); ok {
 			row.gap[c.kind] = at.Sub(signalled)
