@@ -1,8 +1,10 @@
 package modules
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,15 +14,7 @@ import (
 // plainEnv is the environment of a go command on one module by itself:
 // no workspace, this toolchain, and GOFLAGS as given.
 func plainEnv(goflags string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == "GOWORK" || k == "GOTOOLCHAIN" || k == "GOFLAGS" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS="+goflags)
+	return envWith("GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS="+goflags)
 }
 
 // versions are the versions of mods in dir's build list, for the log.
@@ -72,11 +66,11 @@ func TestCompatibility(t *testing.T) {
 				assert.Equal(t, v, list[m], "%s: the version the module is tested and released at", m)
 			}
 			out := goOutput(t, dir, env, "test", "-count=1", "./...")
-			t.Logf("%s at its minimum (%s):\n%s", c.name, versions(t, dir, env, keys(c.min)...), indent(out))
+			t.Logf("%s at its minimum (%s):\n%s", c.name, versions(t, dir, env, slices.Sorted(maps.Keys(c.min))...), indent(out))
 		})
 		t.Run(c.name+"/newest", func(t *testing.T) {
 			tree := t.TempDir()
-			if err := copyTree(filepath.Join(root, "leader"), tree); err != nil {
+			if err := os.CopyFS(tree, os.DirFS(filepath.Join(root, "leader"))); err != nil {
 				t.Fatal(err)
 			}
 			dir := filepath.Join(tree, c.dir)
@@ -95,12 +89,4 @@ func TestCompatibility(t *testing.T) {
 			t.Logf("%s at the newest (%s):\n%s", c.name, versions(t, dir, env, c.newest...), indent(out))
 		})
 	}
-}
-
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

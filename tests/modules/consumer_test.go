@@ -5,7 +5,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -196,8 +195,6 @@ func entries(m map[string]string) []string {
 	return out
 }
 
-var k8sRE = regexp.MustCompile(`^k8s\.io/`)
-
 // clientGo is testdata/clientgo adopted once for the package's tests: the
 // README's go get line, its snippet compiled beside.
 var clientGo struct {
@@ -244,7 +241,7 @@ func TestConsumerClientGo(t *testing.T) {
 	assert.Equal(t, version, r.afterGoMod[leaderPath], "go.mod requires the library at the proxy's version")
 	assert.Equal(t, "v0.35.0", r.after["k8s.io/client-go"])
 	for _, l := range append(r.build.upgraded, r.build.downgraded...) {
-		assert.False(t, k8sRE.MatchString(l), "a k8s.io module moved: %s", l)
+		assert.False(t, strings.HasPrefix(l, "k8s.io/"), "a k8s.io module moved: %s", l)
 	}
 	assert.Empty(t, r.build.removed)
 	assert.Empty(t, forbiddenIn(entries(r.after)), "modules of the root module's in the build list")

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/sumdb/dirhash"
 
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/release"
@@ -81,7 +81,7 @@ func startProxy(t *testing.T) (url, version string) {
 				return err
 			}
 			defer func() { _ = os.RemoveAll(src) }()
-			if err := copyTree(filepath.Join(root, "leader"), filepath.Join(src, "leader")); err != nil {
+			if err := os.CopyFS(filepath.Join(src, "leader"), os.DirFS(filepath.Join(root, "leader"))); err != nil {
 				return err
 			}
 			for _, f := range []string{"go.mod", "go.work"} {
@@ -89,11 +89,12 @@ func startProxy(t *testing.T) (url, version string) {
 					return err
 				}
 			}
-			sum, err := treeHash(filepath.Join(src, "leader"))
+			sum, err := dirhash.HashDir(filepath.Join(src, "leader"), leaderPath, dirhash.Hash1)
 			if err != nil {
 				return err
 			}
-			proxy.version = "v0.0.1-test.h" + sum[:12]
+			digest := sha256.Sum256([]byte(sum)) // h1:<base64>: hex for a version
+			proxy.version = "v0.0.1-test.h" + hex.EncodeToString(digest[:6])
 			if err := release.Pin(src, proxy.version); err != nil {
 				return err
 			}
@@ -123,20 +124,28 @@ func goEnv(t *testing.T) []string {
 	t.Helper()
 	url, _ := startProxy(t)
 	upstream := strings.TrimSpace(goOutput(t, "", nil, "env", "GOPROXY"))
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "GOPROXY", "GONOSUMDB", "GONOPROXY", "GOPRIVATE", "GOWORK", "GOTOOLCHAIN", "GOFLAGS":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "GOPROXY="+url+","+upstream, "GONOSUMDB=github.com/fastover/*",
+	return envWith("GOPROXY="+url+","+upstream, "GONOSUMDB=github.com/fastover/*", "GONOPROXY=", "GOPRIVATE=",
 		"GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
 }
 
-// goRun runs the go command in dir and returns its combined output; it
+// envWith is this process's environment with the variables of set
+// ("KEY=value") in place of its own.
+func envWith(set ...string) []string {
+	drop := map[string]bool{}
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		drop[k] = true
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, set...)
+}
+
+// goOutput runs the go command in dir and returns its combined output; it
 // fails the test if the command fails.
 func goOutput(t *testing.T, dir string, env []string, args ...string) string {
 	t.Helper()
@@ -237,26 +246,6 @@ func (c change) String() string {
 	return b.String()
 }
 
-// copyTree copies the regular files under src to dst.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		return copyFile(p, filepath.Join(dst, rel))
-	})
-}
-
 func copyFile(src, dst string) error {
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -266,26 +255,4 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, data, 0o644)
-}
-
-// treeHash is a digest of the names and contents of the files under dir.
-func treeHash(dir string) (string, error) {
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		_, _ = fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(data))
-		h.Write(data)
-		return nil
-	})
-	return hex.EncodeToString(h.Sum(nil)), err
 }
