@@ -305,9 +305,24 @@ func TestRenewalFindsTheLeaseTaken(t *testing.T) {
 // endpoint for about a second.)
 func TestPlannedStopLeavesTheEndpointToTheSuccessor(t *testing.T) {
 	client := fake.NewClientset(testService(), testLease("1", "", 1, 4, time.Now().Add(-time.Hour)))
+	// The fake clock's time when the slice is withdrawn: Run returns a few
+	// clock steps later on a loaded machine (other timers wait on the
+	// clock while the withdrawal's writes run).
+	var clock atomic.Pointer[clocktesting.FakeClock] // the run's, once it started
+	withdrawn := make(chan time.Time, 1)
+	client.PrependReactor("delete", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if c := clock.Load(); c != nil {
+			select {
+			case withdrawn <- c.Now():
+			default:
+			}
+		}
+		return false, nil, nil
+	})
 	r := startRun(t, client, func(c *Config) {
 		c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.1.2.3", PodName: "ctl-0", NodeName: "node-a"}
 	}, nil)
+	clock.Store(r.clock)
 	r.awaitLeading()
 	slices := client.DiscoveryV1().EndpointSlices("ns")
 	endpoints := client.CoreV1().Endpoints("ns")
@@ -354,9 +369,24 @@ func TestPlannedStopLeavesTheEndpointToTheSuccessor(t *testing.T) {
 func TestPlannedStopReleasesTheLease(t *testing.T) {
 	// A released Lease (with a UID, which the fake API would not give).
 	client := fake.NewClientset(testService(), testLease("1", "", 1, 4, time.Now().Add(-time.Hour)))
+	// The fake clock's time when the slice is withdrawn: Run returns a few
+	// clock steps later on a loaded machine (other timers wait on the
+	// clock while the withdrawal's writes run).
+	var clock atomic.Pointer[clocktesting.FakeClock] // the run's, once it started
+	withdrawn := make(chan time.Time, 1)
+	client.PrependReactor("delete", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if c := clock.Load(); c != nil {
+			select {
+			case withdrawn <- c.Now():
+			default:
+			}
+		}
+		return false, nil, nil
+	})
 	r := startRun(t, client, func(c *Config) {
 		c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.1.2.3", PodName: "ctl-0", NodeName: "node-a"}
 	}, nil)
+	clock.Store(r.clock)
 	r.awaitLeading()
 	slices := client.DiscoveryV1().EndpointSlices("ns")
 	require.Eventually(t, func() bool {
@@ -385,7 +415,17 @@ func TestPlannedStopReleasesTheLease(t *testing.T) {
 	released := r.clock.Now()
 	r.stepUntil(handOffPoll, r.returned)
 	require.NoError(t, r.result())
-	assert.Equal(t, DefaultRetryPeriod, r.clock.Since(released).Round(handOffPoll), "withdrawn after a retry period without a successor")
+	select {
+	case at := <-withdrawn:
+		// handOff polls every handOffPoll until the retry period is up;
+		// the test steps the fake clock whenever anything waits on it, so
+		// the clock may pass the deadline by one poll before handOff looks.
+		waited := at.Sub(released)
+		assert.GreaterOrEqual(t, waited, DefaultRetryPeriod, "withdrawn after a retry period without a successor")
+		assert.LessOrEqual(t, waited, DefaultRetryPeriod+handOffPoll, "withdrawn within a poll of the retry period")
+	default:
+		t.Error("the slice was not deleted")
+	}
 	_, err = slices.Get(context.Background(), "svc-fastover", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the endpoint was not withdrawn: %v", err)
 	_, err = client.CoreV1().Endpoints("ns").Get(context.Background(), "svc", metav1.GetOptions{})
