@@ -85,10 +85,10 @@ unit: ## unit tests (no control plane)
 
 # make cover: statement coverage of the unit tests, per package, against
 # the floors the project keeps (COVER_FLOORS, package=percent).
-COVER_FLOORS ?= leader=85 leader/ctrlmanager=75 toleration=90 retrofit=70
+COVER_FLOORS ?= leader=85 leader/follow=85 leader/ctrlmanager=75 toleration=90 retrofit=70
 
 .PHONY: cover
-cover: ## unit tests with statement coverage per package, every module; fails below COVER_FLOORS (leader 85%, leader/ctrlmanager 75%, toleration 90%, retrofit 70%)
+cover: ## unit tests with statement coverage per package, every module; fails below COVER_FLOORS (leader 85%, leader/follow 85%, leader/ctrlmanager 75%, toleration 90%, retrofit 70%)
 	@go test -count=1 -timeout 5m -cover $(GOTEST_FLAGS) $(UNIT_PKGS) | awk -v floors='$(COVER_FLOORS)' ' \
 		BEGIN { n = split(floors, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); floor[kv[1]] = kv[2] } } \
 		!/coverage:/ { print; if ($$1 == "FAIL" || $$1 == "---") failed = 1; next } \

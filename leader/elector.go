@@ -122,15 +122,16 @@ func (e *Elector) watchService() error {
 		}
 	}
 	e.pub = &publisher{
-		endpoints: endpoints,
-		cfg:       &e.cfg,
-		ep:        e.cfg.Endpoint,
-		log:       e.lease.log.WithValues("service", service),
-		leading:   e.lease.leading,
-		term:      e.lease.currentTerm,
-		services:  svcInformer.Lister().Services(e.cfg.Namespace),
-		slices:    sliceInformer.Lister().EndpointSlices(e.cfg.Namespace),
-		trigger:   e.trigger,
+		endpoints:  endpoints,
+		cfg:        &e.cfg,
+		ep:         e.cfg.Endpoint,
+		log:        e.lease.log.WithValues("service", service),
+		leading:    e.lease.leading,
+		term:       e.lease.currentTerm,
+		handedOver: e.lease.handedOverTerm,
+		services:   svcInformer.Lister().Services(e.cfg.Namespace),
+		slices:     sliceInformer.Lister().EndpointSlices(e.cfg.Namespace),
+		trigger:    e.trigger,
 	}
 	return nil
 }

@@ -400,6 +400,7 @@ func TestPlannedStopReleasesTheLease(t *testing.T) {
 	assert.Equal(t, int32(5), *r.lease().Spec.LeaseTransitions)
 	assert.Equal(t, "5", published.Annotations[AnnotationTerm])
 	assert.Equal(t, "me", published.Annotations[AnnotationIdentity])
+	assert.Equal(t, "planned", published.Annotations[AnnotationHandOver], "the term began on a released Lease")
 	// The withdrawal reads the slice and the Endpoints object from the
 	// caches.
 	require.Eventually(t, func() bool {
@@ -503,6 +504,7 @@ func TestStandbyWaitsForExpiry(t *testing.T) {
 	assert.Equal(t, "me", *l.Spec.HolderIdentity)
 	assert.Equal(t, int32(3), *l.Spec.LeaseTransitions)
 	assert.Equal(t, int32(3), r.el.Term())
+	assert.False(t, r.el.lease.handedOverTerm(), "an expired Lease is no hand-over")
 }
 
 // A released Lease is taken at once: the watch reports it, no time passes.
@@ -515,6 +517,7 @@ func TestStandbyTakesAReleasedLeaseAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	r.awaitLeading()
 	assert.Equal(t, "me", *r.lease().Spec.HolderIdentity)
+	assert.True(t, r.el.lease.handedOverTerm(), "a released Lease is a hand-over")
 }
 
 // A deleted Lease is free: the standby creates it anew.

@@ -61,6 +61,9 @@ type leaseState struct {
 	// zero while not the leader. The work must stop by renewedAt +
 	// RenewDeadline.
 	renewedAt time.Time
+	// handedOver says this replica's term began on a Lease that its
+	// previous holder released (a planned stop), not on an expired one.
+	handedOver bool
 	// lastLeader is the last holder reported to OnNewLeader.
 	lastLeader string
 
@@ -224,6 +227,14 @@ func (e *leaseState) wrote(lease *coordinationv1.Lease, sent, done time.Time) {
 	e.mu.Unlock()
 }
 
+// handedOverTerm reports whether this replica's term began on a Lease its
+// previous holder released.
+func (e *leaseState) handedOverTerm() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.handedOver
+}
+
 // latest returns the newest Lease object this replica knows, the base of
 // its writes.
 func (e *leaseState) latest() *coordinationv1.Lease {
@@ -261,6 +272,9 @@ func (e *leaseState) tryAcquire(ctx context.Context) (bool, error) {
 			return false, fmt.Errorf("create lease: %w", err)
 		}
 		e.wrote(created, sent, e.clock.Now())
+		e.mu.Lock()
+		e.handedOver = false
+		e.mu.Unlock()
 		return true, nil
 	}
 	if err != nil {
@@ -277,12 +291,16 @@ func (e *leaseState) tryAcquire(ctx context.Context) (bool, error) {
 	}
 	sent := e.clock.Now()
 	next := base.DeepCopy()
-	next.Spec = e.spec(*resourcelock.LeaseSpecToLeaderElectionRecord(&base.Spec), sent)
+	prev := resourcelock.LeaseSpecToLeaderElectionRecord(&base.Spec)
+	next.Spec = e.spec(*prev, sent)
 	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("acquire lease: %w", err)
 	}
 	e.wrote(updated, sent, e.clock.Now())
+	e.mu.Lock()
+	e.handedOver = prev.HolderIdentity == "" && !prev.AcquireTime.IsZero()
+	e.mu.Unlock()
 	return true, nil
 }
 

@@ -23,16 +23,24 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/leader/internal/names"
 )
 
 // AnnotationIdentity on the leader's EndpointSlice names the leader.
-const AnnotationIdentity = "fastover.io/leader-identity"
+const AnnotationIdentity = names.AnnotationIdentity
 
 // AnnotationTerm on the leader's EndpointSlice is the leader's term, the
 // Lease's transition count (spec.leaseTransitions) when it acquired it, in
 // decimal: it grows with every new leader, so a reader can tell a newer
 // leader from a stale one (see Elector.Term).
-const AnnotationTerm = "leader.fastover.io/term"
+const AnnotationTerm = names.AnnotationTerm
+
+// AnnotationHandOver on the leader's EndpointSlice says how the leader's
+// term began: "planned", on a Lease its previous holder released (a
+// planned stop: that replica is ending its connections itself), or
+// "unplanned", on an expired (or a new) Lease. leader/follow reads it.
+const AnnotationHandOver = names.AnnotationHandOver
 
 // ErrServiceHasSelector is returned (wrapped) while the Service still has a
 // selector and RemoveSelector is off.
@@ -45,13 +53,16 @@ var ErrServiceHasSelector = errors.New("the Service has a selector")
 // reads come from the informers' caches; its writes use optimistic
 // concurrency and happen only while leading() holds.
 type publisher struct {
-	cfg      *Config
-	ep       *EndpointConfig
-	log      logr.Logger
-	leading  func() bool
-	term     func() int32 // the term being published
-	services corelisters.ServiceNamespaceLister
-	slices   discoverylisters.EndpointSliceNamespaceLister
+	cfg     *Config
+	ep      *EndpointConfig
+	log     logr.Logger
+	leading func() bool
+	term    func() int32 // the term being published
+	// handedOver reports whether the term began on a released Lease
+	// (AnnotationHandOver); nil: never.
+	handedOver func() bool
+	services   corelisters.ServiceNamespaceLister
+	slices     discoverylisters.EndpointSliceNamespaceLister
 	// endpoints reads the Service's Endpoints object; nil with
 	// SkipEndpoints.
 	endpoints corelisters.EndpointsNamespaceLister
@@ -688,9 +699,16 @@ func addressType(addr netip.Addr) discoveryv1.AddressType {
 
 // annotations are the leader's identity and term, on what it publishes.
 func (p *publisher) annotations() map[string]string {
+	// Every term writes all three: a slice is updated in place, and an
+	// annotation left out would keep the previous term's value.
+	handOver := names.HandOverUnplanned
+	if p.handedOver != nil && p.handedOver() {
+		handOver = names.HandOverPlanned
+	}
 	return map[string]string{
 		AnnotationIdentity: p.cfg.Identity,
 		AnnotationTerm:     strconv.FormatInt(int64(p.term()), 10),
+		AnnotationHandOver: handOver,
 	}
 }
 

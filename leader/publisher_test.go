@@ -130,6 +130,24 @@ func TestNewTermRewritesTheSlice(t *testing.T) {
 	assert.Equal(t, "8", tp.apiSlice(t).Annotations[AnnotationTerm])
 }
 
+// How the term began is written with every term: a slice updated in place
+// after a planned hand-over must not keep saying so for the next term,
+// begun on an expired Lease (leader/follow would wait for that ex-leader
+// to end its connections itself).
+func TestHandOverAnnotationFollowsTheTerm(t *testing.T) {
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	ctx := context.Background()
+	planned := true
+	tp.handedOver = func() bool { return planned }
+	require.NoError(t, tp.reconcile(ctx, false))
+	s := tp.apiSlice(t)
+	assert.Equal(t, "planned", s.Annotations[AnnotationHandOver])
+	require.NoError(t, tp.slices.Add(s))
+	tp.term, planned = func() int32 { return 8 }, false
+	require.NoError(t, tp.reconcile(ctx, false))
+	assert.Equal(t, "unplanned", tp.apiSlice(t).Annotations[AnnotationHandOver])
+}
+
 // Ports given without a name or protocol are compared as the API
 // server defaults them.
 func TestExplicitPortsCompareWithDefaults(t *testing.T) {

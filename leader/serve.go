@@ -43,18 +43,37 @@ func NewServerStopper(srv *http.Server) (*ServerStopper, error) {
 	return s, nil
 }
 
-// Stop stops serving: it ends every request's context, shuts the server
-// down (listeners closed, GOAWAY to HTTP/2 clients, idle connections
-// closed), waits up to grace for the handlers to return, and then closes
-// every connection left. It returns the shutdown's error (nil, or
-// context.DeadlineExceeded if grace passed); a second call returns the
-// first's.
+// goAwayLead is how long Stop lets the shutdown's GOAWAY go out before it
+// ends the requests' contexts: http.Server.Shutdown sends it from a
+// goroutine of its own, and a client that sees its stream end before the
+// GOAWAY sends its next request (a reflector's next watch) on the same
+// connection, to this server, which ends it at once.
+const goAwayLead = 50 * time.Millisecond
+
+// Stop stops serving: it shuts the server down (listeners closed, GOAWAY
+// to HTTP/2 clients, idle connections closed), ends every request's
+// context a moment later (goAwayLead), so that the clients whose streams
+// end send their next request on a new connection, waits up to grace for
+// the handlers to return, and then closes every connection left. It
+// returns the shutdown's error (nil, or context.DeadlineExceeded if grace
+// passed); a second call returns the first's.
 func (s *ServerStopper) Stop(grace time.Duration) error {
 	s.once.Do(func() {
-		s.cancel()
 		ctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
-		if s.err = s.srv.Shutdown(ctx); s.err != nil {
+		done := make(chan error, 1)
+		go func() { done <- s.srv.Shutdown(ctx) }()
+		finished := false
+		select {
+		case s.err = <-done: // nothing was being served
+			finished = true
+		case <-time.After(min(goAwayLead, grace)):
+		}
+		s.cancel()
+		if !finished {
+			s.err = <-done
+		}
+		if s.err != nil {
 			_ = s.srv.Close()
 		}
 	})

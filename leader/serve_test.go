@@ -131,3 +131,60 @@ func TestNewServerStopperRefuses(t *testing.T) {
 	_, err = NewServerStopper(srv)
 	assert.ErrorContains(t, err, "BaseContext is set already")
 }
+
+// A client whose stream the stopper ends asks again at once, as a
+// client-go reflector does: its next request must go to a new connection
+// (one to the next leader), not to the stopping server on the connection
+// it has, where it would end at once and cost the client a back-off. So
+// the GOAWAY goes out before the streams end.
+func TestServerStopperNextRequestIsNotServed(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		late := make(chan struct{}, 10)
+		var stopper *ServerStopper
+		ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-stopper.Stopped():
+				late <- struct{}{}
+				return
+			default:
+			}
+			streamHandler(w, r)
+		}))
+		ts.EnableHTTP2 = true
+		var err error
+		stopper, err = NewServerStopper(ts.Config)
+		require.NoError(t, err)
+		ts.StartTLS()
+		sc := openStream(t, ts)
+		// The request's own result does not matter (refused, or served by
+		// no one): only that the stopping server did not take it.
+		again := make(chan struct{})
+		go func() {
+			defer close(again)
+			drained(sc)
+			if resp, err := ts.Client().Get(ts.URL); err == nil {
+				_ = resp.Body.Close()
+			}
+		}()
+		require.NoError(t, stopper.Stop(10*time.Second))
+		<-again
+		ts.Close()
+		require.Empty(t, late, "run %d: the request after the stream's end reached the stopping server", i)
+	}
+}
+
+func TestServerStopperIdle(t *testing.T) {
+	ts := httptest.NewUnstartedServer(streamHandler)
+	stopper, err := NewServerStopper(ts.Config)
+	require.NoError(t, err)
+	ts.StartTLS()
+	defer ts.Close()
+	done := make(chan error, 1)
+	go func() { done <- stopper.Stop(time.Second) }()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop of a server with nothing to serve did not return")
+	}
+}

@@ -43,6 +43,8 @@ var knownImports = map[string]string{
 	"prometheus":  "github.com/prometheus/client_golang/prometheus",
 	"require":     "github.com/stretchr/testify/require",
 	"leader":      module + "/leader",
+	"follow":      module + "/leader/follow",
+	"rest":        "k8s.io/client-go/rest",
 	"toleration":  module + "/toleration",
 	"retrofit":    module + "/retrofit",
 	"webhook":     module + "/webhook",
