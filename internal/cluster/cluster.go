@@ -49,6 +49,11 @@ type Options struct {
 	APIServerFlags         []string
 	ControllerManagerFlags []string
 	SchedulerFlags         []string
+	// APIServerEnv is added to kube-apiserver's environment (NAME=value):
+	// HTTP2_READ_IDLE_TIMEOUT_SECONDS and HTTP2_PING_TIMEOUT_SECONDS, for
+	// one, set the health check of its connections to aggregated API
+	// servers and webhooks (client-go's transport).
+	APIServerEnv []string
 
 	// BinDir holds the binaries; empty means BinDir().
 	BinDir string
@@ -359,6 +364,7 @@ func (e *Env) startAPIServer(etcdURL string) error {
 			"--endpoint-reconciler-type=lease")
 	}
 	p := e.add(APIServer, filepath.Join(e.bin, binAPIServer), append(args, e.opts.APIServerFlags...)...)
+	p.Env = e.opts.APIServerEnv
 	if err := p.Start(); err != nil {
 		return err
 	}

@@ -25,6 +25,8 @@ type Process struct {
 	args    []string
 	logPath string
 	ns      *netns.NS // the network namespace it runs in; nil: the host's
+	// Env is added to the test binary's environment (NAME=value).
+	Env []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -55,6 +57,9 @@ func (p *Process) Start() error {
 	}
 	_, _ = fmt.Fprintf(logFile, "### %s: %s %s\n", time.Now().Format(time.RFC3339Nano), p.path, strings.Join(p.args, " "))
 	cmd := exec.Command(p.path, p.args...)
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{

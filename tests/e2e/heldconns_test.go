@@ -77,22 +77,11 @@ func TestHeldConnections(t *testing.T) {
 		require.NoError(t, err, "HELD_RUNS")
 		runs = n
 	}
-	ns := netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(4*runs)*2*heldCap+3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	env := cluster.Start(t, cluster.Options{Netns: ns, Nodes: []string{"node-a"}})
-	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
-	d := shortDurations
-	f := newFleet(t, env, "ha", "ctl", d)
-	f.BindPublished = true
-	require.NoError(t, f.EnableAPI())
-	rig := &handoverRig{f: f, d: d}
-	rig.useFaultProxies(t)
-	require.NoError(t, f.CreateService(ctx, nil))
-	require.NoError(t, f.Add(3))
-	leader := waitServing(ctx, t, f, "", 30*time.Second)
-	require.NoError(t, f.RegisterAPIService(ctx))
+	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{})
+	f, d := rig.f, rig.d
 	kp, err := kubeproxy.Start(env, kubeproxy.Options{Node: "node-a", Name: "kube-proxy"})
 	require.NoError(t, err)
 	defer func() { _ = kp.Stop(context.Background()) }()
@@ -102,11 +91,7 @@ func TestHeldConnections(t *testing.T) {
 	cctx, stopClients := context.WithCancel(ctx)
 	defer stopClients()
 	clients := startHeldClients(cctx, t, env, f, "https://"+net.JoinHostPort(vip, "80"))
-	for _, c := range clients {
-		require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			return c.hasFrom(leader, start), nil
-		}), "%s: no data from the leader %s before the faults (errors: %s)", c.kind, leader, c.lastErr())
-	}
+	awaitHeldClients(ctx, t, clients, leader, start)
 
 	// The agents' watches have run for a while before a fault, as in a
 	// cluster: client-go counts a watch that ends within a second of its
@@ -124,6 +109,38 @@ func TestHeldConnections(t *testing.T) {
 	}
 	t.Logf("clients that keep their connections, lease %v, kube-proxy nftables (min-sync 1s); first data from the new leader after the fault, p50 (min-max), runs %d (never: not within %v); old: data from the old leader after the new one took the Lease\n%s(the test took %v)",
 		d, runs, heldCap, heldTable(rows, clients), time.Since(start).Round(time.Second))
+}
+
+// startHeldFleet starts a control plane (opts, in a network namespace of
+// the test's, with one node) and three replicas of the example over HTTPS
+// at shortDurations, each behind a fault proxy, their API registered; it
+// returns the handover rig and the leader.
+func startHeldFleet(ctx context.Context, t *testing.T, opts cluster.Options) (*cluster.Env, *handoverRig, string) {
+	t.Helper()
+	opts.Netns = netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
+	opts.Nodes = []string{"node-a"}
+	env := cluster.Start(t, opts)
+	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
+	f := newFleet(t, env, "ha", "ctl", shortDurations)
+	f.BindPublished = true
+	require.NoError(t, f.EnableAPI())
+	rig := &handoverRig{f: f, d: shortDurations}
+	rig.useFaultProxies(t)
+	require.NoError(t, f.CreateService(ctx, nil))
+	require.NoError(t, f.Add(3))
+	leader := waitServing(ctx, t, f, "", 30*time.Second)
+	require.NoError(t, f.RegisterAPIService(ctx))
+	return env, rig, leader
+}
+
+// awaitHeldClients waits until every client has data from the leader.
+func awaitHeldClients(ctx context.Context, t *testing.T, clients []*heldClient, leader string, since time.Time) {
+	t.Helper()
+	for _, c := range clients {
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return c.hasFrom(leader, since), nil
+		}), "%s: no data from the leader %s before the faults (errors: %s)", c.kind, leader, c.lastErr())
+	}
 }
 
 // heldClient is one kind of client: every piece of data it got, when, and
@@ -228,21 +245,27 @@ func startHeldClients(ctx context.Context, t *testing.T, env *cluster.Env, f *fl
 	followInformer := startInformer(ctx, t, "informer+follow", fl.RESTConfig(direct))
 	followKeepAlive := startKeepAlive(ctx, "keep-alive+follow", roots, f.APIServerName(), fl.Dialer(env.DialContext), vipURL)
 
-	// apiserver-watch and apiserver-list: through kube-apiserver, as the
-	// admin, client-go's transport.
-	apiWatch := &heldClient{kind: "apiserver-watch"}
-	adc, err := dynamic.NewForConfig(env.Config)
-	require.NoError(t, err)
-	go watchHeld(ctx, apiWatch, adc)
-	apiList := &heldClient{kind: "apiserver-list"}
-	hc, err := rest.HTTPClientFor(env.Config)
-	require.NoError(t, err)
-	go pollHeld(ctx, apiList, hc, env.Config.Host+fleet.ReplicasPath, replicaListBody)
+	apiWatch, apiList := startAPIServerClients(ctx, t, env)
 
 	// fresh: the control.
 	fresh := &heldClient{kind: "fresh"}
 	go pollHeld(ctx, fresh, f.HTTPClient(300*time.Millisecond, 200*time.Millisecond), vipURL+"/", identityBody)
 	return []*heldClient{informer, followInformer, keepAlive, followKeepAlive, apiWatch, apiList, fresh}
+}
+
+// startAPIServerClients starts apiserver-watch and apiserver-list: through
+// kube-apiserver, as the admin, client-go's transport.
+func startAPIServerClients(ctx context.Context, t *testing.T, env *cluster.Env) (watch, list *heldClient) {
+	t.Helper()
+	watch = &heldClient{kind: "apiserver-watch"}
+	adc, err := dynamic.NewForConfig(env.Config)
+	require.NoError(t, err)
+	go watchHeld(ctx, watch, adc)
+	list = &heldClient{kind: "apiserver-list"}
+	hc, err := rest.HTTPClientFor(env.Config)
+	require.NoError(t, err)
+	go pollHeld(ctx, list, hc, env.Config.Host+fleet.ReplicasPath, replicaListBody)
+	return watch, list
 }
 
 // startInformer runs a client-go informer (dynamic) of the aggregated
