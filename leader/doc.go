@@ -76,7 +76,8 @@
 // and refuses a write with a lower one, so an ex-leader that was frozen
 // and wakes up is refused even before it notices its loss. A client that
 // reads the slice can do the same with the annotation: never follow a
-// slice whose term is lower than one it has already seen.
+// slice whose term is lower than one it has already seen; leader/follow
+// does that, and dials the leader directly, for the Service's clients.
 //
 // Warm standbys: a controller with large caches (informers over every pod,
 // namespace or policy of a cluster) takes seconds to sync them. Started

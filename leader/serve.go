@@ -17,9 +17,10 @@ import (
 // way; a watch or any other stream never ends by itself, so the clients
 // that hold one keep reading from a replica that no longer leads until the
 // shutdown gives up. A ServerStopper gives every request a context that
-// Stop cancels first: a handler that follows its request's context (as a
-// watch does) returns at once, and its client, its stream ended, reconnects
-// to the Service and reaches the new leader.
+// Stop cancels right after the shutdown's GOAWAY: a handler that follows
+// its request's context (as a watch does) returns at once, and its client,
+// its stream ended, reconnects on a new connection to the Service and
+// reaches the new leader.
 type ServerStopper struct {
 	srv    *http.Server
 	base   context.Context
@@ -48,7 +49,7 @@ func NewServerStopper(srv *http.Server) (*ServerStopper, error) {
 // goroutine of its own, and a client that sees its stream end before the
 // GOAWAY sends its next request (a reflector's next watch) on the same
 // connection, to this server, which ends it at once.
-const goAwayLead = 50 * time.Millisecond
+const goAwayLead = 20 * time.Millisecond
 
 // Stop stops serving: it shuts the server down (listeners closed, GOAWAY
 // to HTTP/2 clients, idle connections closed), ends every request's
