@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"reflect"
 	"strings"
 	"time"
@@ -270,7 +271,7 @@ type RuleWatcher struct {
 	Failed func(error)
 
 	last    []byte // content last read, good or bad
-	lastErr string // read error last reported
+	lastErr string // the read error last reported (readErrKey)
 }
 
 // Load reads the file the first time: its rule, or an error (at start-up,
@@ -307,8 +308,8 @@ func (w *RuleWatcher) Watch(ctx context.Context) {
 func (w *RuleWatcher) check() {
 	data, r, err, parseErr := readRuleSource(w.Path)
 	if err != nil {
-		if msg := err.Error(); msg != w.lastErr {
-			w.lastErr = msg
+		if key := readErrKey(err); key != w.lastErr {
+			w.lastErr = key
 			w.fail(fmt.Errorf("rule file: %w (the last good rule stays in force)", err))
 		}
 		return
@@ -325,6 +326,17 @@ func (w *RuleWatcher) check() {
 	if w.Changed != nil {
 		w.Changed(r)
 	}
+}
+
+// readErrKey is what tells one read error from the next: a missing file
+// or directory is one condition however the read found it (a stat, an
+// open, a link whose target went), so it is reported once; any other error
+// by its message.
+func readErrKey(err error) string {
+	if errors.Is(err, fs.ErrNotExist) {
+		return "not exist"
+	}
+	return err.Error()
 }
 
 func (w *RuleWatcher) fail(err error) {

@@ -258,7 +258,7 @@ func TestRuleWatcher(t *testing.T) {
 		// And no more: the same content is read again without a report.
 		time.Sleep(50 * time.Millisecond)
 		c, f := e.counts()
-		require.Equal(t, []int{changed, failed}, []int{c, f})
+		require.Equal(t, []int{changed, failed}, []int{c, f}, "errors: %v", e.failed)
 	}
 	waitFor(0, 0)
 
@@ -279,7 +279,11 @@ func TestRuleWatcher(t *testing.T) {
 	_, err = e.last()
 	assert.ErrorIs(t, err, os.ErrNotExist)
 
-	kubeletWrite(t, dir, map[string]string{RuleKeyTolerationSeconds: "7"})
+	// Back at once, as a volume is mounted (kubeletWrite fills a new
+	// directory in steps, which a read in between would see half-made).
+	next := dir + ".next"
+	kubeletWrite(t, next, map[string]string{RuleKeyTolerationSeconds: "7"})
+	require.NoError(t, os.Rename(next, dir))
 	waitFor(2, 2)
 	got, _ = e.last()
 	assert.Equal(t, int64(7), got.TolerationSeconds)

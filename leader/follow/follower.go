@@ -97,6 +97,10 @@ type Follower struct {
 
 	services corelisters.ServiceNamespaceLister
 	slices   discoverylisters.EndpointSliceNamespaceLister
+	// updating serializes update: the two informers call it from their
+	// own goroutines, and a read of the caches must not be applied after
+	// a newer one.
+	updating sync.Mutex
 
 	mu      sync.Mutex
 	started bool
@@ -277,6 +281,8 @@ func (f *Follower) Leader() (Leader, bool) {
 // update reads the Service and the leader from the caches; when a newer
 // term is published it closes the connections to older terms' leaders.
 func (f *Follower) update() {
+	f.updating.Lock()
+	defer f.updating.Unlock()
 	svc, err := f.services.Get(f.cfg.Service)
 	if err != nil {
 		svc = nil // deleted: dials of it fail until it is back
