@@ -432,6 +432,11 @@ func (f *Follower) awaitSync(ctx context.Context, expired <-chan time.Time) erro
 		return errors.New("follow: dial before Start")
 	}
 	select {
+	case <-f.synced: // first: a select picks at random among ready cases
+		return nil
+	default:
+	}
+	select {
 	case <-f.synced:
 		return nil
 	case <-ctx.Done():

@@ -134,6 +134,20 @@ func start(t testing.TB, objs ...runtime.Object) *rig {
 	return r
 }
 
+// dialAsync dials address over tcp in a goroutine, closes what it gets,
+// and reports the dial's error.
+func dialAsync(ctx context.Context, dial DialFunc, address string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		c, err := dial(ctx, "tcp", address)
+		if err == nil {
+			_ = c.Close()
+		}
+		done <- err
+	}()
+	return done
+}
+
 func (r *rig) dialed() []string {
 	r.d.mu.Lock()
 	defer r.d.mu.Unlock()
@@ -288,15 +302,11 @@ func TestLowerTermIsNeverFollowed(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := r.f.Leader(); return !ok }, 5*time.Second, 5*time.Millisecond)
 	assert.Equal(t, 1, r.f.Conns(), "the connection to the newest term's leader stays")
 
-	done := make(chan error, 1)
-	go func() {
-		_, err := r.dial(context.Background(), "tcp", "10.96.0.10:443")
-		done <- err
-	}()
+	done := dialAsync(context.Background(), r.dial, "10.96.0.10:443")
 	require.Eventually(t, r.clock.HasWaiters, 5*time.Second, time.Millisecond)
 	r.clock.Step(10 * time.Second)
 	err = <-done
-	require.ErrorIs(t, err, ErrNoLeader)
+	require.ErrorIs(t, err, ErrNoLeader, "dialed %v", r.dialed())
 	assert.ErrorContains(t, err, "no leader published for Service ha/ctl within 10s")
 	assert.Equal(t, "10.0.0.2:8443", r.d.last(), "the ex-leader is never dialed")
 
@@ -309,14 +319,7 @@ func TestDialWaitsForTheNextLeader(t *testing.T) {
 	// A planned stop: the old leader withdrew its slice, the next has not
 	// published yet.
 	r := start(t, service())
-	done := make(chan error, 1)
-	go func() {
-		c, err := r.dial(context.Background(), "tcp", "ctl.ha.svc:443")
-		if err == nil {
-			_ = c.Close()
-		}
-		done <- err
-	}()
+	done := dialAsync(context.Background(), r.dial, "ctl.ha.svc:443")
 	require.Eventually(t, r.clock.HasWaiters, 5*time.Second, time.Millisecond)
 	select {
 	case err := <-done:
@@ -331,11 +334,7 @@ func TestDialWaitsForTheNextLeader(t *testing.T) {
 func TestDialEndsWithItsContext(t *testing.T) {
 	r := start(t, service())
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := r.dial(ctx, "tcp", "10.96.0.10:443")
-		done <- err
-	}()
+	done := dialAsync(ctx, r.dial, "10.96.0.10:443")
 	require.Eventually(t, r.clock.HasWaiters, 5*time.Second, time.Millisecond)
 	cancel()
 	assert.ErrorIs(t, <-done, context.Canceled)
@@ -373,14 +372,7 @@ func TestDialOfAKilledLeaderGoesToTheNext(t *testing.T) {
 		}
 		return r.d.dial(ctx, network, address)
 	}
-	done := make(chan error, 1)
-	go func() {
-		c, err := r.f.Dialer(refused)(context.Background(), "tcp", "10.96.0.10:443")
-		if err == nil {
-			_ = c.Close()
-		}
-		done <- err
-	}()
+	done := dialAsync(context.Background(), r.f.Dialer(refused), "10.96.0.10:443")
 	// Refused, then tried again after redialInterval (the fake clock
 	// stepped by it while the dial waits on it; LeaderWait is 10 s).
 	stop := r.stepWhileWaiting()
@@ -403,14 +395,7 @@ func TestDialOfACutOffLeaderIsAbandoned(t *testing.T) {
 		}
 		return r.d.dial(ctx, network, address)
 	}
-	done := make(chan error, 1)
-	go func() {
-		c, err := r.f.Dialer(hang)(context.Background(), "tcp", "ctl.ha.svc:443")
-		if err == nil {
-			_ = c.Close()
-		}
-		done <- err
-	}()
+	done := dialAsync(context.Background(), r.f.Dialer(hang), "ctl.ha.svc:443")
 	select {
 	case err := <-done:
 		t.Fatalf("the dial returned before the successor was published: %v", err)
