@@ -22,8 +22,11 @@ type DialFunc = func(ctx context.Context, network, address string) (net.Conn, er
 // every other address as it is, both with base (nil: a net.Dialer with a
 // 30 s timeout and 30 s keep-alive, client-go's). A dial of the Service
 // waits for the Follower's first read and, while no leader is published,
-// for one, up to Config.LeaderWait; it fails if the port is not one of the
-// Service's or the leader publishes no address of the family dialed.
+// for one; while the leader cannot be reached (killed, cut off) it tries
+// again every redialInterval, and dials the next leader the moment it is
+// published; all up to Config.LeaderWait (or the dial's context). It fails
+// at once if the port is not one of the Service's or the leader publishes
+// no address of the family dialed.
 func (f *Follower) Dialer(base DialFunc) DialFunc {
 	if base == nil {
 		base = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -77,9 +80,7 @@ const redialInterval = 200 * time.Millisecond
 // else when the published leader changes or redialInterval passes; an
 // error when ctx ends or expired fires first.
 func (f *Follower) awaitChange(ctx context.Context, expired <-chan time.Time, term int32) error {
-	f.mu.Lock()
-	newer, changed := f.maxTerm > term, f.changed
-	f.mu.Unlock()
+	newer, changed := f.replaced(term)
 	if newer {
 		return nil
 	}
@@ -104,9 +105,7 @@ func (f *Follower) dialTerm(ctx context.Context, base DialFunc, network, target 
 	defer cancel()
 	go func() {
 		for {
-			f.mu.Lock()
-			newer, changed := f.maxTerm > term, f.changed
-			f.mu.Unlock()
+			newer, changed := f.replaced(term)
 			if newer {
 				cancel()
 				return

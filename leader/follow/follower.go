@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -345,15 +346,7 @@ func sameLeader(a, b *Leader) bool {
 }
 
 func sameEndpoint(a, b Endpoint) bool {
-	if a.Address != b.Address || len(a.Ports) != len(b.Ports) {
-		return false
-	}
-	for k, v := range a.Ports {
-		if w, ok := b.Ports[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+	return a.Address == b.Address && maps.Equal(a.Ports, b.Ports)
 }
 
 func addresses(eps []Endpoint) []string {
@@ -485,6 +478,14 @@ func (f *Follower) track(c net.Conn, term int32) (net.Conn, bool) {
 	tc := &conn{Conn: c, term: term, f: f}
 	f.conns[tc] = struct{}{}
 	return tc, true
+}
+
+// replaced reports whether a term newer than term is published, and the
+// channel that is closed at the next change.
+func (f *Follower) replaced(term int32) (bool, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.maxTerm > term, f.changed
 }
 
 func (f *Follower) untrack(c *conn) {
