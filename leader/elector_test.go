@@ -305,24 +305,9 @@ func TestRenewalFindsTheLeaseTaken(t *testing.T) {
 // endpoint for about a second.)
 func TestPlannedStopLeavesTheEndpointToTheSuccessor(t *testing.T) {
 	client := fake.NewClientset(testService(), testLease("1", "", 1, 4, time.Now().Add(-time.Hour)))
-	// The fake clock's time when the slice is withdrawn: Run returns a few
-	// clock steps later on a loaded machine (other timers wait on the
-	// clock while the withdrawal's writes run).
-	var clock atomic.Pointer[clocktesting.FakeClock] // the run's, once it started
-	withdrawn := make(chan time.Time, 1)
-	client.PrependReactor("delete", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if c := clock.Load(); c != nil {
-			select {
-			case withdrawn <- c.Now():
-			default:
-			}
-		}
-		return false, nil, nil
-	})
 	r := startRun(t, client, func(c *Config) {
 		c.Endpoint = &EndpointConfig{Service: "svc", Address: "10.1.2.3", PodName: "ctl-0", NodeName: "node-a"}
 	}, nil)
-	clock.Store(r.clock)
 	r.awaitLeading()
 	slices := client.DiscoveryV1().EndpointSlices("ns")
 	endpoints := client.CoreV1().Endpoints("ns")
