@@ -64,14 +64,11 @@ func (s *ServerStopper) Stop(grace time.Duration) error {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() { done <- s.srv.Shutdown(ctx) }()
-		finished := false
 		select {
 		case s.err = <-done: // nothing was being served
-			finished = true
+			s.cancel()
 		case <-time.After(min(goAwayLead, grace)):
-		}
-		s.cancel()
-		if !finished {
+			s.cancel()
 			s.err = <-done
 		}
 		if s.err != nil {
