@@ -92,7 +92,9 @@ type Config struct {
 	// EventRecorder records Events on the Lease and the Service. Default:
 	// a recorder that writes them through Client.
 	EventRecorder record.EventRecorder
-	// Logger logs; default klog's.
+	// Logger logs; the zero Logger means klog's. logr.Discard() is the
+	// zero Logger too: to log nothing, give one whose sink drops
+	// everything, such as funcr.New(func(string, string) {}, funcr.Options{}).
 	Logger logr.Logger
 	// Clock tells the time and makes the timers of the elector; default
 	// the real clock. Tests give a fake one.

@@ -36,14 +36,56 @@ const (
 	apiServerLane = "through kube-apiserver"
 )
 
-// realClient is one kind of client: a name for the output and a call that
-// returns the identity of the replica that answered.
+// realClient is one kind of client: a name for the output and either a
+// call that returns the identity of the replica that answered, made every
+// clientEvery during a handover, or a stream of what a watch observed.
 type realClient struct {
 	// name is the lane's name: "through kube-proxy".
 	name string
 	// via says how it calls, for the notes; target is what it calls.
 	via, target string
 	call        func(ctx context.Context) (string, error)
+	// stream, for a client that watches (an informer), is everything it
+	// observed since the demo started it: an event is a call sent and
+	// done when it came, a watch error a failed one.
+	stream *observations
+}
+
+// observations are a client's calls, or a stream's events, as they come.
+type observations struct {
+	mu    sync.Mutex
+	calls []call
+}
+
+func (o *observations) add(c call) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, c)
+}
+
+// since returns the calls sent at or after t, in the order they were sent.
+func (o *observations) since(t time.Time) []call {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []call
+	for _, c := range o.calls {
+		if !c.sent.Before(t) {
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b call) int { return a.sent.Compare(b.sent) })
+	return out
+}
+
+// firstFrom returns when the first answer from id came at or after t.
+func (o *observations) firstFrom(id string, t time.Time) (time.Time, bool) {
+	var first time.Time
+	for _, c := range o.since(t) {
+		if c.err == nil && c.id == id && (first.IsZero() || c.done.Before(first)) {
+			first = c.done
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // startKubeProxy starts kube-proxy in the control plane's namespace; it
@@ -100,12 +142,20 @@ func (d *demo) kubeProxyClient(ctx context.Context, leaderID string) (*realClien
 	return c, nil
 }
 
-// answersFrom waits until c answers from id.
+// answersFrom waits until c answers from id (a stream: until it gets an
+// event from id).
 func answersFrom(ctx context.Context, c *realClient, id string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	start := time.Now()
 	for {
-		got, err := c.call(ctx)
-		if err == nil && got == id {
+		var got string
+		var err error
+		if c.stream != nil {
+			if _, ok := c.stream.firstFrom(id, start); ok {
+				return nil
+			}
+			err = errors.New("no event from it yet")
+		} else if got, err = c.call(ctx); err == nil && got == id {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -128,17 +178,28 @@ type call struct {
 }
 
 // recorder starts a call of a client every clientEvery, whatever the
-// calls before it do, until stopped, and keeps every call.
+// calls before it do, until stopped, and keeps every call; for a stream,
+// it keeps what the stream observes from its start on.
 type recorder struct {
 	c       *realClient
-	mu      sync.Mutex
-	calls   []call
+	from    time.Time
+	obs     *observations
 	stop    chan struct{}
 	stopped chan struct{}
+	once    sync.Once
+	// end is when finish was first called.
+	end time.Time
 }
 
 func record(ctx context.Context, c *realClient) *recorder {
-	r := &recorder{c: c, stop: make(chan struct{}), stopped: make(chan struct{})}
+	r := &recorder{c: c, from: time.Now(), obs: c.stream, stop: make(chan struct{}), stopped: make(chan struct{})}
+	if c.stream != nil {
+		// What it got a little before, too: an event comes a second.
+		r.from = r.from.Add(-streamSettle)
+		close(r.stopped)
+		return r
+	}
+	r.obs = &observations{}
 	go func() {
 		defer close(r.stopped)
 		var inflight sync.WaitGroup
@@ -159,9 +220,7 @@ func record(ctx context.Context, c *realClient) *recorder {
 				cl := call{sent: time.Now()}
 				cl.id, cl.err = c.call(ctx)
 				cl.done = time.Now()
-				r.mu.Lock()
-				r.calls = append(r.calls, cl)
-				r.mu.Unlock()
+				r.obs.add(cl)
 			}()
 		}
 	}()
@@ -169,28 +228,17 @@ func record(ctx context.Context, c *realClient) *recorder {
 }
 
 // firstFrom returns when the first answer from id came, if one has.
-func (r *recorder) firstFrom(id string) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var first time.Time
-	for _, c := range r.calls {
-		if c.err == nil && c.id == id && (first.IsZero() || c.done.Before(first)) {
-			first = c.done
-		}
-	}
-	return first, !first.IsZero()
-}
+func (r *recorder) firstFrom(id string) (time.Time, bool) { return r.obs.firstFrom(id, r.from) }
 
 // finish stops the calls, waits for those under way, and returns them in
-// the order they were sent.
+// the order they were sent. It may be called more than once.
 func (r *recorder) finish() []call {
-	close(r.stop)
+	r.once.Do(func() {
+		r.end = time.Now()
+		close(r.stop)
+	})
 	<-r.stopped
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := slices.Clone(r.calls)
-	slices.SortFunc(out, func(a, b call) int { return a.sent.Compare(b.sent) })
-	return out
+	return r.obs.since(r.from)
 }
 
 // Outcome is what a client's call got.
@@ -207,7 +255,15 @@ const (
 	// FromStandby: a replica that was neither answered: what must never
 	// happen.
 	FromStandby
+	// Silent: a stream got nothing for longer than it should (the
+	// example sends an event a second): its watch is held by a replica
+	// that does not answer.
+	Silent
 )
+
+// streamStale is how long a stream may go without an event before its
+// lane shows it Silent: the example's watch sends one every second.
+const streamStale = 1500 * time.Millisecond
 
 func (o Outcome) String() string {
 	switch o {
@@ -219,6 +275,8 @@ func (o Outcome) String() string {
 		return "new leader"
 	case FromStandby:
 		return "a standby"
+	case Silent:
+		return "silent"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -235,6 +293,9 @@ type ClientSegment struct {
 type ClientLane struct {
 	// Name is the lane's: "through kube-proxy".
 	Name string
+	// Stream: the client watches (an informer); its calls are the events
+	// it got, its failed calls its watch's errors.
+	Stream bool
 	// Via says how the client calls: the URL, kube-proxy's settings.
 	Via string
 	// Gap is the time from the fault to the first answer from the new
@@ -251,6 +312,10 @@ type ClientLane struct {
 	// Standbys are the identities of standbys that answered (none, when
 	// fastover does its job).
 	Standbys []string
+	// FirstError is when the first call after the fault failed (a
+	// stream: its watch's first error), FirstErrorKind how.
+	FirstError     time.Duration
+	FirstErrorKind string
 	// OldAfterNew counts answers from the old leader to calls sent after
 	// the new one's first answer came.
 	OldAfterNew int
@@ -265,9 +330,10 @@ type ClientLane struct {
 }
 
 // lane turns a client's calls around a handover from old to next, with
-// the fault at t0, into a lane.
-func lane(c *realClient, calls []call, t0 time.Time, old, next string) ClientLane {
-	l := ClientLane{Name: c.name, Via: c.via, Calls: len(calls), FailedBy: map[string]int{}}
+// the fault at t0, into a lane; end is when the recording ended (a
+// stream's last event stands until then, if it is not stale by then).
+func lane(c *realClient, calls []call, t0, end time.Time, old, next string) ClientLane {
+	l := ClientLane{Name: c.name, Via: c.via, Stream: c.stream != nil, Calls: len(calls), FailedBy: map[string]int{}}
 	var firstNew time.Time
 	var oldSent []time.Time
 	standbys := map[string]bool{}
@@ -277,7 +343,11 @@ func lane(c *realClient, calls []call, t0 time.Time, old, next string) ClientLan
 		case cl.err != nil:
 			o = Failed
 			l.Failed++
-			l.FailedBy[failKind(cl.err)]++
+			kind := failKind(cl.err)
+			l.FailedBy[kind]++
+			if at := cl.done.Sub(t0); at > 0 && (l.FirstErrorKind == "" || at < l.FirstError) {
+				l.FirstError, l.FirstErrorKind = at, kind
+			}
 		case cl.id == old:
 			o = FromOld
 			if cl.done.After(t0) {
@@ -294,14 +364,25 @@ func lane(c *realClient, calls []call, t0 time.Time, old, next string) ClientLan
 			standbys[cl.id] = true
 		}
 		to := cl.done
-		if i+1 < len(calls) {
+		switch {
+		case i+1 < len(calls):
 			to = calls[i+1].sent
+		case l.Stream && end.After(to):
+			to = cl.done.Add(streamStale)
+			if end.Before(to) {
+				to = end
+			}
 		}
-		from, end := cl.sent.Sub(t0), to.Sub(t0)
-		if n := len(l.Segments); n > 0 && l.Segments[n-1].Outcome == o {
-			l.Segments[n-1].To = end
-		} else {
-			l.Segments = append(l.Segments, ClientSegment{From: from, To: end, Outcome: o})
+		// A stream's event stands for what came until the next one, as
+		// long as events come as often as they should; then it went
+		// silent.
+		silent := l.Stream && to.Sub(cl.done) > streamStale
+		if silent {
+			to = cl.done.Add(streamStale)
+		}
+		l.Segments = addSegment(l.Segments, cl.sent.Sub(t0), to.Sub(t0), o)
+		if silent {
+			l.Segments = addSegment(l.Segments, to.Sub(t0), calls[i+1].sent.Sub(t0), Silent)
 		}
 	}
 	// Calls sent after the new leader's first answer came.
@@ -328,6 +409,16 @@ func lane(c *realClient, calls []call, t0 time.Time, old, next string) ClientLan
 	return l
 }
 
+// addSegment adds the stretch from..to with the outcome o to segs,
+// extending the last one if it has the same outcome.
+func addSegment(segs []ClientSegment, from, to time.Duration, o Outcome) []ClientSegment {
+	if n := len(segs); n > 0 && segs[n-1].Outcome == o {
+		segs[n-1].To = to
+		return segs
+	}
+	return append(segs, ClientSegment{From: from, To: to, Outcome: o})
+}
+
 // Verdict is the lane's result in a few words: "no standby answered (312
 // calls, 97 failed: 97 refused)".
 func (l ClientLane) Verdict() string {
@@ -335,6 +426,9 @@ func (l ClientLane) Verdict() string {
 		return "FAILED: " + l.Error
 	}
 	s := fmt.Sprintf("no standby answered (%d calls, %d without an answer", l.Calls, l.Failed)
+	if l.Stream {
+		s = fmt.Sprintf("no event from a standby (%d events, %d watch errors", l.Calls, l.Failed)
+	}
 	if l.Failed > 0 {
 		kinds := make([]string, 0, len(l.FailedBy))
 		for k := range l.FailedBy {
@@ -369,6 +463,20 @@ func failKind(err error) string {
 	if errors.As(err, &se) {
 		return se.Error()
 	}
+	// A watch's errors reach an informer as text.
+	switch msg := err.Error(); {
+	case errors.Is(err, net.ErrClosed), strings.Contains(msg, "use of closed network connection"):
+		return "closed"
+	case strings.Contains(msg, "connection lost"):
+		// client-go's HTTP/2 health check gave up on the connection.
+		return "connection lost"
+	case strings.Contains(msg, "very short watch"):
+		return "watch ended"
+	case strings.Contains(msg, "connection refused"):
+		return "refused"
+	case strings.Contains(msg, "connection reset"):
+		return "reset"
+	}
 	return "other"
 }
 
@@ -378,8 +486,24 @@ type statusError int
 func (e statusError) Error() string { return fmt.Sprintf("status %d", int(e)) }
 
 // recordClients starts calling the example's Service with every real
-// client, and lets them collect a few answers from the leader first.
-func (d *demo) recordClients(ctx context.Context) []*recorder {
+// client, once every watch has been on the leader id a while, and lets
+// them collect a few answers from it first.
+func (d *demo) recordClients(ctx context.Context, id string) []*recorder {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		waiting := ""
+		for _, c := range d.clients {
+			if c.stream != nil && !c.stream.settled(id) {
+				waiting = c.name
+			}
+		}
+		if waiting == "" {
+			break
+		}
+		d.out.Status("waiting for the client %s to have watched %s for %v", waiting, id, streamSettle)
+		if !sleep(ctx, 50*time.Millisecond) {
+			break
+		}
+	}
 	recs := make([]*recorder, 0, len(d.clients))
 	for _, c := range d.clients {
 		recs = append(recs, record(ctx, c))
@@ -414,7 +538,7 @@ func (d *demo) finishClients(ctx context.Context, recs []*recorder, tl *timeline
 	sleep(ctx, 300*time.Millisecond)
 	lanes := make([]ClientLane, 0, len(recs))
 	for _, r := range recs {
-		l := lane(r.c, r.finish(), tl.t0, old, next)
+		l := lane(r.c, r.finish(), tl.t0, r.end, old, next)
 		if l.Gap > 0 {
 			tl.mark(tl.t0.Add(l.Gap), next+" answers the client "+l.Name)
 		}
@@ -429,20 +553,27 @@ func (d *demo) finishClients(ctx context.Context, recs []*recorder, tl *timeline
 // clientNotes describe a lane: when the old leader last answered, the
 // calls without an answer, kube-proxy's part.
 func (d *demo) clientNotes(l *ClientLane, tl *timeline, next string, sliceAt time.Time) []string {
+	answer, answers, failed := "answer", "answers", "calls without an answer"
+	if l.Stream {
+		answer, answers, failed = "event", "events", "watch errors"
+	}
 	var parts []string
 	if l.LastOld > 0 {
-		parts = append(parts, "the old leader's last answer at "+formatFine(l.LastOld))
+		parts = append(parts, "the old leader's last "+answer+" at "+formatFine(l.LastOld))
 	} else {
-		parts = append(parts, "no answer from the old leader after the signal")
+		parts = append(parts, "no "+answer+" from the old leader after the fault")
 	}
 	if l.Failed > 0 {
-		parts = append(parts, fmt.Sprintf("%d calls without an answer", l.Failed))
+		parts = append(parts, fmt.Sprintf("%d %s", l.Failed, failed))
+		if l.Stream && l.FirstError > 0 {
+			parts = append(parts, fmt.Sprintf("the first at %s (%s)", formatFine(l.FirstError), l.FirstErrorKind))
+		}
 	}
 	if l.Gap > 0 {
-		parts = append(parts, "the new leader's first answer at "+formatFine(l.Gap))
+		parts = append(parts, "the new leader's first "+answer+" at "+formatFine(l.Gap))
 	}
 	if l.OldAfterNew > 0 {
-		parts = append(parts, fmt.Sprintf("%d answers from the old leader after that", l.OldAfterNew))
+		parts = append(parts, fmt.Sprintf("%d %s from the old leader after that", l.OldAfterNew, answers))
 	}
 	notes := []string{"client " + l.Name + ": " + strings.Join(parts, ", ")}
 	if l.Name == kubeProxyLane && d.kp != nil && !sliceAt.IsZero() && l.Gap > 0 {

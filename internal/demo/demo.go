@@ -107,6 +107,8 @@ type demo struct {
 	// the example's Service during the handovers.
 	kp      *kubeproxy.Proxy
 	clients []*realClient
+	// stopStreams stops the clients that watch (and what they run on).
+	stopStreams context.CancelFunc
 	// keepLogs keeps the control plane's directory: something failed.
 	keepLogs bool
 }
@@ -206,7 +208,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	if err := d.setup(ctx); err != nil {
 		return d.sum, d.failed(ctx, err)
 	}
-	for _, play := range []func(context.Context) Result{d.nodeLoss, d.leaderKilled, d.leaderTerminated, d.migration} {
+	for _, play := range []func(context.Context) Result{d.nodeLoss, d.leaderKilled, d.leaderTerminated, d.leaderFrozen, d.migration} {
 		res := play(ctx)
 		if err := ctx.Err(); err != nil {
 			return d.sum, err
@@ -393,7 +395,34 @@ func (d *demo) startClients(ctx context.Context, id string) error {
 		d.sum.RealClients = append(d.sum.RealClients, c.via)
 		done("Available; %s through kube-apiserver answers %q", c.target, id)
 	}
+	if d.kp != nil && d.ha.APIEnabled() {
+		vip, err := d.kp.WaitService(ctx, haNS, haService, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		done := d.step("two client-go informers of the aggregated API on the ClusterIP %s, as an agent watches its controller: one as client-go makes it, one with leader/follow", vip)
+		sctx, cancel := context.WithCancel(ctx)
+		d.stopStreams = cancel
+		cs, err := d.informerClients(sctx, vip, id)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			d.clients = append(d.clients, c)
+			d.sum.RealClients = append(d.sum.RealClients, c.name+": "+c.via)
+		}
+		done("both get an event a second from %q", id)
+	}
 	return nil
+}
+
+// stopClients stops the real clients that run on their own: the
+// informers.
+func (d *demo) stopClients() {
+	if d.stopStreams != nil {
+		d.stopStreams()
+	}
+	d.clients = nil
 }
 
 // install installs fastover as a user would: cert-manager first, then the

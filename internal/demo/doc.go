@@ -19,6 +19,9 @@
 //   - the leader is killed: a standby takes the Lease when it expires and
 //     publishes itself as the Service's only endpoint;
 //   - the leader gets SIGTERM (a rolling update): it hands over at once;
+//   - the leader freezes (SIGSTOP): a standby takes the Lease when it
+//     expires, but a client that holds a connection to the frozen leader
+//     waits for its own health check to give up on it;
 //   - a Service migrated from selector mode: the leader removes the
 //     selector and every stale endpoint, where a Service whose selector is
 //     removed by hand keeps them.
@@ -27,18 +30,22 @@
 // network namespace of the demo's own (package internal/netns), where the
 // replicas bind the addresses they publish and kube-proxy (nftables mode,
 // package internal/kubeproxy) programs the Services' ClusterIPs. The
-// handovers (the leader killed, the leader's SIGTERM) are then also
-// watched by real clients, each calling every 10 ms from before the
-// signal until the new leader answers it: one calls the example Service's
-// ClusterIP through kube-proxy (Options.KubeProxyMinSync is its
-// --iptables-min-sync-period, 1s by default as in a cluster), one lists
-// the example's aggregated API through kube-apiserver, which routes to the
-// endpoint the leader publishes. Each is a line of the summary table (the
-// gap from the signal to the first answer from the new leader; whether any
-// answer came from a standby, which fails the scenario) and a lane of the
-// timeline (answers from the old leader, failed calls, answers from the new
-// leader). Without root the demo runs on the host's loopback without those
-// lanes, and says so (Summary.ClientsSkipped).
+// handovers (the leader killed, stopped, frozen) are then also watched by
+// real clients: two call every 10 ms from before the fault until the new
+// leader answers them, one the example Service's ClusterIP through
+// kube-proxy (Options.KubeProxyMinSync is its --iptables-min-sync-period,
+// 1s by default as in a cluster), one the example's aggregated API through
+// kube-apiserver, which routes to the endpoint the leader publishes; and
+// two client-go informers of that API watch the ClusterIP for the whole
+// demo, as an agent watches its controller, one as client-go makes it
+// (HTTP/2 and its health check), one with its rest.Config from
+// leader/follow. Each is a line of the summary table (the gap from the
+// fault to the first answer or event from the new leader; whether any came
+// from a standby, which fails the scenario) and a lane of the timeline
+// (answers from the old leader, failed calls and watch errors, answers
+// from the new leader, a watch that gets nothing). Without root the demo
+// runs on the host's loopback without those lanes, and says so
+// (Summary.ClientsSkipped).
 //
 // While a scenario waits, a one-line status shows what the cluster looks
 // like (rewritten in place on a terminal, printed every few seconds

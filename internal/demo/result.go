@@ -66,9 +66,9 @@ type Result struct {
 	// Spans are stretches of the timeline worth naming: the grace
 	// period, the dead leader's Lease running out.
 	Spans []Span
-	// Clients are the handover as real clients saw it (the kube-proxy
-	// and kube-apiserver lanes), in the handover scenarios of a run in a
-	// network namespace.
+	// Clients are the handover as real clients saw it (the kube-proxy,
+	// kube-apiserver and informer lanes), in the handover scenarios of a
+	// run in a network namespace.
 	Clients []ClientLane
 }
 
@@ -152,7 +152,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		}
 	}
 	if len(s.RealClients) > 0 {
-		if _, err := fmt.Fprintf(w, "client lines: the gap from the signal to the first answer from the new leader, for a client calling every %v:\n", clientEvery); err != nil {
+		if _, err := fmt.Fprintf(w, "client lines: the gap from the fault to the first answer (an informer's: event) from the new leader; clients that call start one every %v, an informer's watch gets an event a second:\n", clientEvery); err != nil {
 			return err
 		}
 		for _, c := range s.RealClients {

@@ -110,7 +110,7 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 		res.Error = fmt.Sprintf(format, args...)
 		return res
 	}
-	d.out.Printf("\n==> scenario 1/4: a node is lost. %s vanishes (its kwok process is killed) under the pods of %s/%s (injected) and %s/%s (control group)",
+	d.out.Printf("\n==> scenario 1/5: a node is lost. %s vanishes (its kwok process is killed) under the pods of %s/%s (injected) and %s/%s (control group)",
 		lostNode, injectedNS, appName, controlNS, appName)
 
 	fast, err := d.waitRunning(ctx, injectedNS, appName, "", time.Minute)
@@ -247,20 +247,54 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 // when it expires and publishes itself as the Service's only endpoint.
 func (d *demo) leaderKilled(ctx context.Context) Result {
 	res := Result{Name: "The leader is killed", Measured: "a new leader answers through the Service"}
-	d.out.Printf("\n==> scenario 2/4: the leader is killed (SIGKILL). A standby must take the Lease when it expires (lease duration %v) and become the Service's endpoint",
+	d.out.Printf("\n==> scenario 2/5: the leader is killed (SIGKILL). A standby must take the Lease when it expires (lease duration %v) and become the Service's endpoint",
 		d.opts.LeaseDuration)
 	res = d.leaderFailover(ctx, res, syscall.SIGKILL, d.opts.LeaseDuration+d.opts.RetryPeriod+15*time.Second)
-	// client-go's standbys see the renewals at their polls, one retry
-	// period apart, and take the Lease at a poll once it has expired by
-	// their count: up to two retry periods after it expired.
+	res.Baseline = d.leaseBaseline(res)
+	return res
+}
+
+// leaseBaseline is client-go's election after a leader that stopped
+// renewing: its standbys see the renewals at their polls, one retry period
+// apart, and take the Lease at a poll once it has expired by their count:
+// up to two retry periods after it expired.
+func (d *demo) leaseBaseline(res Result) Baseline {
 	expired := d.opts.LeaseDuration
 	if len(res.Spans) > 0 {
 		expired = res.Spans[0].To
 	}
-	res.Baseline = Baseline{
+	return Baseline{
 		From: expired, Upto: expired + 2*d.opts.RetryPeriod,
 		Why: fmt.Sprintf("client-go leaderelection, same durations: standbys poll every %v, so the Lease is taken up to 2 polls after it expired (%s here; docs/benchmarks.md: p50 17.03 s against fastover's 14.9 s at 15s/10s/2s); behind a selector Service, add a readiness probe",
 			d.opts.RetryPeriod, FormatDuration(expired)),
+	}
+}
+
+// heldWait is how long, past the lease, a frozen leader's scenario waits
+// for every client: client-go's HTTP/2 health check (30 s without a frame,
+// then a 15 s ping) ends a connection held to it, then a reflector's
+// back-off and kube-proxy's sync.
+const heldWait = 60 * time.Second
+
+// leaderFrozen: SIGSTOP to the leading replica, a long GC pause, a
+// throttled container, a paused VM. Its Lease runs out and a standby takes
+// it, as after a kill; but the frozen leader's connections stay open, and
+// a client that holds one waits until its own health check gives up.
+func (d *demo) leaderFrozen(ctx context.Context) Result {
+	res := Result{Name: "The leader freezes", Measured: "a new leader answers through the Service"}
+	d.out.Printf("\n==> scenario 4/5: the leader freezes (SIGSTOP: a long GC pause, a throttled container, a paused VM). A standby must take the Lease when it expires (%v); clients that hold a connection to the frozen leader wait for it to fail",
+		d.opts.LeaseDuration)
+	res = d.leaderFailover(ctx, res, syscall.SIGSTOP, d.opts.LeaseDuration+d.opts.RetryPeriod+heldWait)
+	res.Baseline = d.leaseBaseline(res)
+	if len(res.Clients) > 0 {
+		res.Notes = append(res.Notes,
+			"held connections: the frozen leader's TCP connections stay open, and kube-proxy's conntrack keeps one opened through the ClusterIP DNATed to it whatever the EndpointSlice says; "+
+				"the informer's client-go transport gives up on it after its HTTP/2 health check, 30 s without a frame, then a 15 s ping; "+
+				"its reflector then lists again after its back-off (800 ms, doubled after each failure up to 30 s, reset after 2 min without one)",
+			"the clients that call: the kube-proxy lane opens a connection per call, the kube-apiserver lane's LISTs give up after 500 ms and kube-apiserver sends the next ones to the new endpoint; "+
+				"a watch through kube-apiserver (kubectl get -w) or a request without a timeout waits for kube-apiserver's own health check of its connection to the frozen leader, the same 45 s "+
+				"(its HTTP2_READ_IDLE_TIMEOUT_SECONDS and HTTP2_PING_TIMEOUT_SECONDS; docs/network.md)",
+			"leader/follow: it saw the new term in the Service's EndpointSlice, closed the connection it had dialed to the frozen leader, and dialed the new one")
 	}
 	return res
 }
@@ -270,7 +304,7 @@ func (d *demo) leaderKilled(ctx context.Context) Result {
 // its successor; a standby takes over at once.
 func (d *demo) leaderTerminated(ctx context.Context) Result {
 	res := Result{Name: "The leader gets SIGTERM", Measured: "a new leader answers through the Service"}
-	d.out.Printf("\n==> scenario 3/4: the leader gets SIGTERM, as in a rolling update. It must hand over at once")
+	d.out.Printf("\n==> scenario 3/5: the leader gets SIGTERM, as in a rolling update. It must hand over at once")
 	res.Baseline = Baseline{
 		Upto: d.opts.RetryPeriod,
 		Why: fmt.Sprintf("client-go leaderelection with ReleaseOnCancel: standbys poll the released Lease every %v (without it, the lease duration)",
@@ -306,7 +340,7 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 	}
 	// The real clients call from before the signal until after the new
 	// leader answers them.
-	recs := d.recordClients(wctx)
+	recs := d.recordClients(wctx, old)
 	var tl timeline
 	_, expires := leases.state()
 	if err := r.Proc.Signal(sig); err != nil {
@@ -316,8 +350,11 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 		return fail("signal %s: %v", old, err)
 	}
 	t0 := tl.start()
-	if sig == syscall.SIGKILL {
+	switch sig {
+	case syscall.SIGKILL:
 		res.Spans = []Span{{From: 0, To: expires.Sub(t0), What: "the dead leader's Lease runs out"}}
+	case syscall.SIGSTOP:
+		res.Spans = []Span{{From: 0, To: expires.Sub(t0), What: "the frozen leader's Lease runs out"}}
 	}
 	tl.mark(t0, fmt.Sprintf("%s to the leader, %s", signalName(sig), old))
 	d.out.Reset()
@@ -326,11 +363,7 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 	var got string
 	defer func() {
 		for _, rec := range recs {
-			select {
-			case <-rec.stopped:
-			default:
-				rec.finish()
-			}
+			rec.finish()
 		}
 	}()
 	for answered.IsZero() {
@@ -407,6 +440,18 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 		} else {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s stopped its work, released the Lease, left its endpoint to %s, which replaced it with its own (the Service was never without an endpoint), and exited 0", old, got))
 		}
+	case syscall.SIGSTOP:
+		holder, _ := leases.state()
+		res.Notes = append(res.Notes, fmt.Sprintf("%s took the Lease when it expired; the Service's one endpoint is %s, and %s answers", holder, newAddr, got))
+		// It wakes up, finds its Lease taken, and exits to be restarted.
+		if err := r.Proc.Signal(syscall.SIGCONT); err != nil {
+			return fail("SIGCONT %s: %v", old, err)
+		}
+		exited, exitErr := r.Proc.WaitExit(d.opts.LeaseDuration + 5*time.Second)
+		if !exited {
+			return fail("%s did not exit after it woke up without its Lease", old)
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%s woke up (SIGCONT), found its Lease taken and exited (%v), to be restarted", old, exitErr))
 	default:
 		holder, _ := leases.state()
 		res.Notes = append(res.Notes, fmt.Sprintf("%s took the Lease when it expired; the Service's one endpoint is %s, and %s answers", holder, newAddr, got))
@@ -427,13 +472,18 @@ func signalName(sig syscall.Signal) string {
 		return "SIGKILL"
 	case syscall.SIGTERM:
 		return "SIGTERM"
+	case syscall.SIGSTOP:
+		return "SIGSTOP"
 	}
 	return sig.String()
 }
 
 func pastTense(sig syscall.Signal) string {
-	if sig == syscall.SIGKILL {
+	switch sig {
+	case syscall.SIGKILL:
 		return "killed"
+	case syscall.SIGSTOP:
+		return "frozen"
 	}
 	return "got SIGTERM"
 }
@@ -459,9 +509,10 @@ func (d *demo) migration(ctx context.Context) Result {
 		res.Error = fmt.Sprintf(format, args...)
 		return res
 	}
-	d.out.Printf("\n==> scenario 4/4: a Service migrated from selector mode. %s/%s and %s/%s select the 3 pods of Deployment %s; fastover-example takes %s over with --remove-selector, %s loses its selector by hand (the control group)",
+	d.out.Printf("\n==> scenario 5/5: a Service migrated from selector mode. %s/%s and %s/%s select the 3 pods of Deployment %s; fastover-example takes %s over with --remove-selector, %s loses its selector by hand (the control group)",
 		migrateNS, haService, migrateNS, controlSvc, oldApp, haService, controlSvc)
 	// The example's replicas are done: the migrated ones replace them.
+	d.stopClients()
 	stopFleet(d.ha)
 
 	f, err := d.newFleet(ctx, migrateNS, haService, "migrated", "--remove-selector")

@@ -29,6 +29,7 @@ const (
 	colorFail     = "#c62828"
 	colorOld      = "#8a96a8"
 	colorStandby  = "#6a1b9a"
+	colorSilent   = "#dde2ea"
 
 	clientRow   = 16 // between two client strips
 	clientStrip = 10 // a client strip's height
@@ -43,8 +44,26 @@ func outcomeColor(o Outcome) string {
 		return colorFail
 	case FromNew:
 		return colorFastover
+	case Silent:
+		return colorSilent
 	}
 	return colorStandby
+}
+
+// clientsLegendX is where the clients' legend starts.
+const clientsLegendX = svgMargin + 100
+
+// legendLabel is the clients' legend for an outcome.
+func legendLabel(o Outcome) string {
+	switch o {
+	case Failed:
+		return "failed, watch error"
+	case FromStandby:
+		return "a standby (never)"
+	case Silent:
+		return "watch silent"
+	}
+	return o.String() + " answers"
 }
 
 // WriteSVG writes the summary's timeline as an SVG picture, atomically
@@ -105,17 +124,15 @@ func RenderSVG(s *Summary) string {
 	if hasClients(s) {
 		// The client strips' legend.
 		y += 20
-		b.text(svgMargin, y, 13, "normal", colorText, "start", fmt.Sprintf("clients calling every %v:", clientEvery))
-		x := float64(svgMargin + 175)
-		for _, o := range []Outcome{FromOld, Failed, FromNew, FromStandby} {
+		b.text(svgMargin, y, 13, "normal", colorText, "start", "real clients:")
+		x := float64(clientsLegendX)
+		outcomes := []Outcome{FromOld, Failed, FromNew, FromStandby}
+		if hasStreams(s) {
+			outcomes = append(outcomes, Silent)
+		}
+		for _, o := range outcomes {
 			b.rect(x, y-10, 12, 12, outcomeColor(o), 1)
-			label := o.String() + " answers"
-			switch o {
-			case Failed:
-				label = "failed calls"
-			case FromStandby:
-				label = "a standby answers (never)"
-			}
+			label := legendLabel(o)
 			b.text(x+18, y, 13, "normal", colorText, "start", label)
 			x += 18 + textWidth(label, 13) + 22
 		}
@@ -337,6 +354,19 @@ func hasClients(s *Summary) bool {
 	for _, r := range s.Results {
 		if len(r.Clients) > 0 {
 			return true
+		}
+	}
+	return false
+}
+
+// hasStreams reports whether a scenario has a lane of a client that
+// watches.
+func hasStreams(s *Summary) bool {
+	for _, r := range s.Results {
+		for _, c := range r.Clients {
+			if c.Stream {
+				return true
+			}
 		}
 	}
 	return false

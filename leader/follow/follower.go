@@ -55,7 +55,9 @@ type Config struct {
 	// (about a second). After a crash, a freeze or a cut the connections
 	// are closed at once. Default 2 s.
 	HandOverGrace time.Duration
-	// Logger logs; default klog's.
+	// Logger logs; the zero Logger means klog's. logr.Discard() is the
+	// zero Logger too: to log nothing, give one whose sink drops
+	// everything, such as funcr.New(func(string, string) {}, funcr.Options{}).
 	Logger logr.Logger
 	// Clock times LeaderWait and HandOverGrace; default the real clock.
 	Clock clock.WithDelayedExecution

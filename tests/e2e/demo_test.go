@@ -23,14 +23,17 @@ import (
 // TestDemoQuick runs `make demo`'s scenarios in quick mode, so that CI
 // proves the demo still works: every scenario passes and the timeline is
 // written as well-formed XML. As root the demo runs in a network
-// namespace of its own: the handovers (SIGKILL, SIGTERM) also have lanes
-// for a client that calls the Service's ClusterIP through kube-proxy and
-// one that lists the example's aggregated API through kube-apiserver, in
-// which the new leader answers and no standby ever does. Not root, the
-// demo runs without those lanes and says why; with $FASTOVER_REQUIRE_NETNS
-// set (CI) that is a failure.
+// namespace of its own: the handovers (SIGKILL, SIGTERM, SIGSTOP) also
+// have lanes for a client that calls the Service's ClusterIP through
+// kube-proxy, one that lists the example's aggregated API through
+// kube-apiserver, and two client-go informers of that API on the
+// ClusterIP, one of them with leader/follow; in each the new leader
+// answers and no standby ever does, and the informer with leader/follow
+// gets the new leader's events within the lease (and a second) of a kill
+// or a freeze. Not root, the demo runs without those lanes and says why;
+// with $FASTOVER_REQUIRE_NETNS set (CI) that is a failure.
 func TestDemoQuick(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	svg := filepath.Join(t.TempDir(), "demo-timeline.svg")
 	webhookBin, exampleBin := binary(t, "fastover-webhook"), binary(t, "fastover-example")
@@ -46,7 +49,7 @@ func TestDemoQuick(t *testing.T) {
 	})
 	require.NoError(t, err)
 	t.Logf("the quick demo took %v", time.Since(start).Round(time.Millisecond))
-	require.Len(t, sum.Results, 4)
+	require.Len(t, sum.Results, 5)
 	for _, r := range sum.Results {
 		assert.True(t, r.Passed, "%s: %s", r.Name, r.Error)
 		assert.Positive(t, r.Fastover, r.Name)
@@ -86,12 +89,12 @@ func TestDemoQuick(t *testing.T) {
 	}
 	handovers := 0
 	for _, r := range sum.Results {
-		if r.Name != "The leader is killed" && r.Name != "The leader gets SIGTERM" {
+		if r.Name != "The leader is killed" && r.Name != "The leader gets SIGTERM" && r.Name != "The leader freezes" {
 			assert.Empty(t, r.Clients, r.Name)
 			continue
 		}
 		handovers++
-		require.Len(t, r.Clients, 2, "%s: the client lanes (kube-proxy, kube-apiserver)", r.Name)
+		require.Len(t, r.Clients, 4, "%s: the client lanes (kube-proxy, kube-apiserver, informer, informer+follow)", r.Name)
 		for _, c := range r.Clients {
 			t.Logf("%s, client %s: the new leader after %v; %s", r.Name, c.Name, c.Gap, c.Verdict())
 			assert.True(t, c.Passed, "%s, client %s: %s", r.Name, c.Name, c.Error)
@@ -100,9 +103,12 @@ func TestDemoQuick(t *testing.T) {
 			assert.Positive(t, c.Gap, "%s, client %s", r.Name, c.Name)
 			assert.NotEmpty(t, c.Segments, "%s, client %s", r.Name, c.Name)
 			assert.Contains(t, string(data), "client "+c.Name)
+			if c.Name == "informer+follow" && r.Name != "The leader gets SIGTERM" {
+				assert.Less(t, c.Gap, 5*time.Second, "%s: leader/follow follows within the lease (4 s) and a second", r.Name)
+			}
 		}
 	}
-	assert.Equal(t, 2, handovers)
+	assert.Equal(t, 3, handovers)
 }
 
 // logWriter sends whole lines to the test's log.

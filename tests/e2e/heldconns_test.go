@@ -21,12 +21,9 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
@@ -206,31 +203,15 @@ func (c *heldClient) count(match func(heldObs) bool) int {
 	return n
 }
 
-var replicasGVR = schema.GroupVersionResource{Group: fleet.APIGroup, Version: fleet.APIVersion, Resource: "replicas"}
-
 // startHeldClients starts every kind of client; they run until ctx ends.
 func startHeldClients(ctx context.Context, t *testing.T, env *cluster.Env, f *fleet.Fleet, vipURL string) []*heldClient {
 	t.Helper()
-	certFile, keyFile := env.FrontProxyClientFiles()
 	roots := x509.NewCertPool()
 	require.True(t, roots.AppendCertsFromPEM(f.APICA()))
 
 	// informer: client-go, straight to the ClusterIP, as the aggregation
 	// layer's client (the API takes no other).
-	direct := &rest.Config{
-		Host: vipURL,
-		TLSClientConfig: rest.TLSClientConfig{
-			CAData: f.APICA(), ServerName: f.APIServerName(), CertFile: certFile, KeyFile: keyFile,
-		},
-		Dial: env.DialContext,
-		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripper(func(r *http.Request) (*http.Response, error) {
-				r = r.Clone(r.Context())
-				r.Header.Set("X-Remote-User", "agent")
-				return rt.RoundTrip(r)
-			})
-		},
-	}
+	direct := f.AgentConfig(vipURL, "agent")
 	informer := startInformer(ctx, t, "informer", direct)
 
 	// keep-alive: Go's default transport, with the Service's CA.
@@ -273,18 +254,7 @@ func startAPIServerClients(ctx context.Context, t *testing.T, env *cluster.Env) 
 func startInformer(ctx context.Context, t *testing.T, kind string, cfg *rest.Config) *heldClient {
 	t.Helper()
 	c := &heldClient{kind: kind}
-	dc, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	inf := dynamicinformer.NewFilteredDynamicInformer(dc, replicasGVR, "", 0, cache.Indexers{}, nil).Informer()
-	record := func(obj any) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			c.add(u.GetName())
-		}
-	}
-	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }})
-	require.NoError(t, err)
-	require.NoError(t, inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { c.fail(err) }))
-	go inf.Run(ctx.Done())
+	require.NoError(t, fleet.StartInformer(ctx, cfg, c.add, c.fail))
 	return c
 }
 
@@ -337,7 +307,7 @@ func pollHeld(ctx context.Context, c *heldClient, hc *http.Client, url string, p
 // again whenever it ends, until ctx ends.
 func watchHeld(ctx context.Context, c *heldClient, dc dynamic.Interface) {
 	for ctx.Err() == nil {
-		w, err := dc.Resource(replicasGVR).Watch(ctx, metav1.ListOptions{})
+		w, err := dc.Resource(fleet.ReplicasGVR).Watch(ctx, metav1.ListOptions{})
 		if err != nil {
 			c.fail(err)
 			select {
@@ -354,10 +324,6 @@ func watchHeld(ctx context.Context, c *heldClient, dc dynamic.Interface) {
 		w.Stop()
 	}
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // heldRow is one fault as every client saw it.
 type heldRow struct {

@@ -1,0 +1,91 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The agent's side of the aggregated API: an informer of replicas, as an
+// antrea-agent runs one of antrea-controller's API, straight to the
+// Service's ClusterIP.
+
+// ReplicasGVR is the aggregated API's one resource: each object names the
+// replica that serves it.
+var ReplicasGVR = schema.GroupVersionResource{Group: APIGroup, Version: APIVersion, Resource: "replicas"}
+
+// AgentConfig returns a rest.Config that calls the replicas' aggregated API
+// at host ("https://10.96.0.12:80", the Service's ClusterIP) directly, as
+// kube-apiserver's aggregation layer does, since the API takes no other
+// client: the front-proxy client certificate and an X-Remote-User header
+// naming user. It trusts APICA for APIServerName and dials in the control
+// plane's network namespace. Everything else is client-go's default
+// transport (HTTP/2, its health check): what an agent's informer runs on.
+// Nil before EnableAPI.
+func (f *Fleet) AgentConfig(host, user string) *rest.Config {
+	if f.api == nil {
+		return nil
+	}
+	certFile, keyFile := f.Env.FrontProxyClientFiles()
+	return &rest.Config{
+		Host: host,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData: f.api.caPEM, ServerName: f.api.serverName, CertFile: certFile, KeyFile: keyFile,
+		},
+		Dial: f.Env.DialContext,
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				r = r.Clone(r.Context())
+				r.Header.Set("X-Remote-User", user)
+				return rt.RoundTrip(r)
+			})
+		},
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// StartInformer starts a client-go informer (dynamic: a shared index
+// informer over a ListWatch) of replicas made from cfg, which runs until
+// ctx ends and logs with ctx's logger. observe gets the name of every
+// object it adds or updates: the replica that serves its watch, an event a
+// second; failed, if not nil, every error its list or watch returned when
+// opened (a watch that ends is only logged: client-go's reflector opens
+// another). Both are called from the informer's goroutines.
+func StartInformer(ctx context.Context, cfg *rest.Config, observe func(id string), failed func(error)) error {
+	if cfg == nil {
+		return errors.New("fleet: StartInformer without a rest.Config")
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	inf := dynamicinformer.NewFilteredDynamicInformer(dc, ReplicasGVR, "", 0, cache.Indexers{}, nil).Informer()
+	record := func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() != "" {
+			observe(u.GetName())
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
+	}); err != nil {
+		return err
+	}
+	if failed != nil {
+		if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) { failed(err) }); err != nil {
+			return err
+		}
+	}
+	go inf.RunWithContext(ctx)
+	return nil
+}
