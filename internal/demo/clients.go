@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,6 +128,9 @@ func (d *demo) kubeProxyClient(ctx context.Context, leaderID string) (*realClien
 		scheme = "https"
 	}
 	url := scheme + "://" + vip + ":80/"
+	if d.vip, err = netip.ParseAddrPort(vip + ":80"); err != nil {
+		return nil, fmt.Errorf("kube-proxy's ClusterIP %q: %w", vip, err)
+	}
 	c := &realClient{
 		name:   kubeProxyLane,
 		target: vip + ":80",
@@ -140,6 +144,44 @@ func (d *demo) kubeProxyClient(ctx context.Context, leaderID string) (*realClien
 		return nil, err
 	}
 	return c, nil
+}
+
+// staleFlowsWait bounds how long a handover waits for the ClusterIP's
+// stale flows: a flow a reset ended stays 10 s.
+const staleFlowsWait = 15 * time.Second
+
+// awaitStaleFlows waits until no conntrack flow of the ClusterIP leads to
+// a replica other than the leader at leaderAddr, but for flows in
+// TIME_WAIT, which a new connection does not follow. A previous handover
+// leaves such flows (to the old leader, since restarted as a standby), and
+// a connection of the kube-proxy lane's client from the source port of one
+// would go where it led (netns.Flow). It returns how long it waited, how
+// many there were when it began and how many are left.
+func (d *demo) awaitStaleFlows(ctx context.Context, leaderAddr string) (waited time.Duration, found, left int) {
+	start := time.Now()
+	for first := true; ; first = false {
+		flows, err := d.ns.TCPFlows(d.vip)
+		if err != nil {
+			d.out.Printf("    note: conntrack's flows of %s: %v", d.vip, err)
+			return time.Since(start), found, 0
+		}
+		left = 0
+		for _, f := range flows {
+			if f.State != "TIME_WAIT" && f.Backend.Addr().String() != leaderAddr {
+				left++
+			}
+		}
+		if first {
+			found = left
+		}
+		if left == 0 || time.Since(start) > staleFlowsWait {
+			return time.Since(start), found, left
+		}
+		d.out.Status("waiting for %d conntrack flows of %s to other replicas than the leader to expire (%s)", left, d.vip, secs(time.Since(start)))
+		if !sleep(ctx, 100*time.Millisecond) {
+			return time.Since(start), found, left
+		}
+	}
 }
 
 // answersFrom waits until c answers from id (a stream: until it gets an
@@ -528,7 +570,11 @@ func (d *demo) finishClients(ctx context.Context, recs []*recorder, tl *timeline
 			if _, ok := r.firstFrom(next); ok || time.Now().After(deadline) {
 				break
 			}
-			d.out.Status("%s answers through the Service; waiting for the client %s to get an answer from it (%s)", next, r.c.name, secs(time.Since(tl.t0)))
+			what := "an answer"
+			if r.c.stream != nil {
+				what = "an event"
+			}
+			d.out.Status("%s answers through the Service; waiting for the client %s to get %s from it (%s)", next, r.c.name, what, secs(time.Since(tl.t0)))
 			if !sleep(ctx, 10*time.Millisecond) {
 				break
 			}

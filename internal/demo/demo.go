@@ -106,6 +106,7 @@ type demo struct {
 	// kp is kube-proxy, in ns; clients are the real clients that call
 	// the example's Service during the handovers.
 	kp      *kubeproxy.Proxy
+	vip     netip.AddrPort // the example Service's ClusterIP and port
 	clients []*realClient
 	// stopStreams stops the clients that watch (and what they run on).
 	stopStreams context.CancelFunc

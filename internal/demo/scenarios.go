@@ -327,6 +327,16 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 		return fail("%v", err)
 	}
 	r := f.ByID(old)
+	if d.kp != nil && d.vip.IsValid() {
+		if waited, found, left := d.awaitStaleFlows(ctx, r.Address()); found > 0 {
+			why := "a reset one stays 10 s, and a new connection from its source port would follow it; kube-proxy removes the stale flows of UDP Services only (kubernetes/kubernetes#101607)"
+			if left > 0 {
+				res.Notes = append(res.Notes, fmt.Sprintf("%d conntrack flows of the ClusterIP from the previous handover still led to other replicas than %s after %s (%s)", left, old, FormatDuration(waited), why))
+			} else {
+				res.Notes = append(res.Notes, fmt.Sprintf("before the %s: waited %s for %d conntrack flows of the ClusterIP from the previous handover, which led to other replicas than %s, to expire (%s)", signalName(sig), FormatDuration(waited), found, old, why))
+			}
+		}
+	}
 	// The watches end with the scenario.
 	wctx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()

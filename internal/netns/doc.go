@@ -28,7 +28,10 @@
 //
 // Addresses and routes are configured with rtnetlink messages from Go
 // (golang.org/x/sys/unix); no iproute2 is needed. Tools such as nft and
-// iptables run inside with Command.
+// iptables run inside with Command. TCPFlows reads the namespace's
+// connection tracking over netlink (github.com/vishvananda/netlink): where
+// each connection to a ClusterIP went, and whether a new connection from
+// its port would follow it there (Flow).
 //
 // # Privileges
 //
