@@ -94,7 +94,7 @@ func (o *observations) firstFrom(id string, t time.Time) (time.Time, bool) {
 func (d *demo) startKubeProxy() (skipped string, err error) {
 	bin := filepath.Join(d.opts.BinDir, "kube-proxy")
 	if _, err := os.Stat(bin); err != nil {
-		return fmt.Sprintf("the kube-proxy lane needs %s: run `tests/tools/build.sh kubeproxy` (or `make tools`)", bin), nil
+		return fmt.Sprintf("the kube-proxy and informer lanes need %s: run `tests/tools/build.sh kubeproxy` (or `make tools`)", bin), nil
 	}
 	d.kp, err = kubeproxy.Start(d.env, kubeproxy.Options{Node: kubeProxyNode, MinSyncPeriod: d.opts.KubeProxyMinSync, Binary: bin})
 	return "", err

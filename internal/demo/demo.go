@@ -352,7 +352,7 @@ func (d *demo) makeNetns() error {
 	ns, err := netns.New(netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
 	switch {
 	case errors.Is(err, netns.ErrNotPermitted):
-		d.skipClient(fmt.Sprintf("the kube-proxy and kube-apiserver lanes need root, to make a network namespace of the demo's own; this run (uid %d) shows the handovers through the EndpointSlices only", os.Geteuid()))
+		d.skipClient(fmt.Sprintf("the client lanes (kube-proxy, kube-apiserver, informers) need root, to make a network namespace of the demo's own; this run (uid %d) shows the handovers through the EndpointSlices only", os.Geteuid()))
 		return nil
 	case err != nil:
 		return err
