@@ -26,7 +26,7 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## build the pinned control-plane binaries (kube-proxy included), kwok stages, cert-manager, golangci-lint and actionlint into bin/; install nft and iptables (as root, with apt-get) for the network-namespace tests
+tools: ## build the pinned control-plane binaries (kube-proxy included), the real nodes' kubelet, containerd and CNI plugins, kwok stages, cert-manager, golangci-lint and actionlint into bin/; install nft and iptables (as root, with apt-get) for the network-namespace tests
 	@tests/tools/build.sh
 	@tests/tools/netfilter.sh
 
@@ -101,8 +101,8 @@ cover: ## unit tests with statement coverage per package, every module; fails be
 		END { printf "\n%-48s %9s %7s\n", "package", "coverage", "floor"; for (i = 1; i <= nr; i++) print rows[i]; exit failed }'
 
 .PHONY: e2e
-e2e: ## end-to-end tests on a local control plane
-	@tests/tools/build.sh etcd kwok kube kubeproxy certmanager
+e2e: ## end-to-end tests on a local control plane (and, as root, real nodes)
+	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager
 	@tests/tools/netfilter.sh
 	@tests/tools/podman.sh
 	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_PKGS)

@@ -124,6 +124,11 @@ type Env struct {
 	nodes map[string]*Process
 	order []string   // node names, in the order they were added
 	extra []*Process // started by the tests with StartProcess
+	// realNodes, in the order they were added; registry serves their
+	// images; host is what they change on the machine, to undo.
+	realNodes []*RealNode
+	registry  *Registry
+	host      *hostState
 }
 
 // Start starts a control plane for the test and stops it when the test
@@ -326,7 +331,12 @@ func (e *Env) startAPIServer(etcdURL string) error {
 		"--tls-private-key-file=" + e.pki.serveKey,
 		"--client-ca-file=" + e.pki.caFile,
 		"--token-auth-file=" + e.pki.tokenFile,
-		"--authorization-mode=RBAC",
+		// The Node authorizer and NodeRestriction, as a real cluster has
+		// them: a real node's kubelet is system:node:<name>.
+		"--authorization-mode=Node,RBAC",
+		"--kubelet-client-certificate=" + e.pki.kubeletClientCert,
+		"--kubelet-client-key=" + e.pki.kubeletClientKey,
+		"--kubelet-preferred-address-types=InternalIP",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + e.pki.saPub,
 		"--service-account-signing-key-file=" + e.pki.saKey,
@@ -338,7 +348,7 @@ func (e *Env) startAPIServer(etcdURL string) error {
 		// On top of the default plugins, as OpenShift has it: setting
 		// blockOwnerDeletion on an owner reference needs update on the
 		// owner's finalizers.
-		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement,NodeRestriction",
 		// The aggregation layer as a real control plane has it: a
 		// front-proxy CA of its own, the client certificate
 		// kube-apiserver presents to aggregated API servers, the headers
@@ -523,6 +533,7 @@ func (e *Env) StartProcess(name, path string, args ...string) (*Process, error) 
 // removes its directory if New made it. It is safe to call more than once.
 func (e *Env) Stop() {
 	e.stopOnce.Do(func() {
+		e.stopRealNodes()
 		e.mu.Lock()
 		procs := append([]*Process(nil), e.extra...)
 		for _, p := range e.nodes {

@@ -36,6 +36,11 @@ type pki struct {
 	frontProxyFile string
 	proxyCert      string
 	proxyKey       string
+
+	// ca signs the real nodes' client certificates; kubeletClientCert
+	// and Key are kube-apiserver's client certificate to kubelets.
+	ca                                  *certs.CA
+	kubeletClientCert, kubeletClientKey string
 }
 
 // FrontProxyClientCN is the common name of the client certificate
@@ -83,6 +88,10 @@ func newPKI(dir, apiAddr string) (*pki, error) {
 	if err != nil {
 		return nil, fmt.Errorf("front-proxy client certificate: %w", err)
 	}
+	kubeletClient, err := issueClientCert(ca, "kube-apiserver-kubelet-client", 24*time.Hour, "system:masters")
+	if err != nil {
+		return nil, fmt.Errorf("kube-apiserver's client certificate to kubelets: %w", err)
+	}
 
 	p := &pki{
 		caCert:     ca.CertPEM,
@@ -98,6 +107,10 @@ func newPKI(dir, apiAddr string) (*pki, error) {
 		frontProxyFile: filepath.Join(dir, "front-proxy-ca.crt"),
 		proxyCert:      filepath.Join(dir, "front-proxy-client.crt"),
 		proxyKey:       filepath.Join(dir, "front-proxy-client.key"),
+
+		ca:                ca,
+		kubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
+		kubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
 	}
 	files := map[string][]byte{
 		p.caFile:    ca.CertPEM,
@@ -112,6 +125,9 @@ func newPKI(dir, apiAddr string) (*pki, error) {
 		p.frontProxyFile: frontCA.CertPEM,
 		p.proxyCert:      proxy.CertPEM,
 		p.proxyKey:       proxy.KeyPEM,
+
+		p.kubeletClientCert: kubeletClient.CertPEM,
+		p.kubeletClientKey:  kubeletClient.KeyPEM,
 	}
 	for name, data := range files {
 		if err := os.WriteFile(name, data, 0o600); err != nil {
@@ -121,9 +137,16 @@ func newPKI(dir, apiAddr string) (*pki, error) {
 	return p, nil
 }
 
-// issueClientCert makes a client certificate with the common name, signed
-// by ca (package certs issues serving certificates only).
-func issueClientCert(ca *certs.CA, commonName string, validity time.Duration) (*certs.KeyPair, error) {
+// issueNodeCert makes the client certificate of a real node's kubelet:
+// system:node:<name> in system:nodes, signed by the cluster's CA.
+func issueNodeCert(p *pki, node string) (*certs.KeyPair, error) {
+	return issueClientCert(p.ca, "system:node:"+node, 24*time.Hour, "system:nodes")
+}
+
+// issueClientCert makes a client certificate with the common name (the
+// user) and organizations (its groups), signed by ca (package certs
+// issues serving certificates only).
+func issueClientCert(ca *certs.CA, commonName string, validity time.Duration, orgs ...string) (*certs.KeyPair, error) {
 	caCert, caKey, err := parseCA(ca)
 	if err != nil {
 		return nil, err
@@ -139,7 +162,7 @@ func issueClientCert(ca *certs.CA, commonName string, validity time.Duration) (*
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: commonName},
+		Subject:      pkix.Name{CommonName: commonName, Organization: orgs},
 		NotBefore:    now.Add(-5 * time.Minute),
 		NotAfter:     now.Add(validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,

@@ -1,3 +1,5 @@
+//go:build linux
+
 package netns
 
 import (
@@ -7,7 +9,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,17 +47,12 @@ var tcpStates = map[uint8]string{
 // dialed, over netlink. A namespace whose rules never needed connection
 // tracking (no NAT, no ct match) has none.
 func (n *NS) TCPFlows(dialed netip.AddrPort) ([]Flow, error) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	if n.closed {
-		return nil, ErrClosed
-	}
-	h, err := netlink.NewHandleAt(vnetns.NsHandle(n.fd))
-	if err != nil {
-		return nil, fmt.Errorf("netns: netlink in the namespace: %w", err)
-	}
-	defer h.Close()
-	list, err := h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	var list []*netlink.ConntrackFlow
+	err := n.withHandle(func(h *netlink.Handle) error {
+		var err error
+		list, err = h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("netns: list conntrack's flows: %w", err)
 	}

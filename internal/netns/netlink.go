@@ -4,135 +4,83 @@ package netns
 
 import (
 	"bytes"
-	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
-	"syscall"
 
+	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
-// loopbackIndex is the interface index of lo, the first interface of every
-// network namespace.
-const loopbackIndex = 1
+// The namespace's links, addresses and routes, over rtnetlink with the
+// ecosystem's library (github.com/vishvananda/netlink, as the CNI plugins
+// use it): each call opens a handle in the namespace and closes it.
 
-// The rtnetlink requests the package makes, each on the calling thread's
-// namespace: they run on the namespace's own thread (NS.Do).
+// loopback is the loopback link's name.
+const loopback = "lo"
 
-// setLinkUp sets IFF_UP on the interface (RTM_NEWLINK).
-func setLinkUp(index int) error {
-	msg := unix.IfInfomsg{Family: unix.AF_UNSPEC, Index: int32(index), Flags: unix.IFF_UP, Change: unix.IFF_UP}
-	body := make([]byte, unix.SizeofIfInfomsg)
-	body[0] = msg.Family
-	binary.NativeEndian.PutUint16(body[2:], msg.Type)
-	binary.NativeEndian.PutUint32(body[4:], uint32(msg.Index))
-	binary.NativeEndian.PutUint32(body[8:], msg.Flags)
-	binary.NativeEndian.PutUint32(body[12:], msg.Change)
-	return request(unix.RTM_NEWLINK, 0, body)
-}
-
-// addAddress adds p to the interface (RTM_NEWADDR).
-func addAddress(index int, p netip.Prefix) error {
-	family, addr := familyOf(p.Addr())
-	body := make([]byte, unix.SizeofIfAddrmsg)
-	body[0] = family
-	body[1] = uint8(p.Bits())
-	body[2] = unix.IFA_F_PERMANENT
-	body[3] = unix.RT_SCOPE_HOST
-	if !p.Addr().IsLoopback() {
-		body[3] = unix.RT_SCOPE_UNIVERSE
+// withHandle runs fn with a netlink handle in the namespace.
+func (n *NS) withHandle(fn func(h *netlink.Handle) error) error {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.closed {
+		return ErrClosed
 	}
-	binary.NativeEndian.PutUint32(body[4:], uint32(index))
-	body = appendAttr(body, unix.IFA_LOCAL, addr)
-	body = appendAttr(body, unix.IFA_ADDRESS, addr)
-	return request(unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
-}
-
-// addRoute routes p to the interface, scope link, in the main table
-// (RTM_NEWROUTE).
-func addRoute(index int, p netip.Prefix) error {
-	family, dst := familyOf(p.Addr())
-	body := make([]byte, unix.SizeofRtMsg)
-	body[0] = family
-	body[1] = uint8(p.Bits())
-	body[4] = unix.RT_TABLE_MAIN
-	body[5] = unix.RTPROT_STATIC
-	body[6] = unix.RT_SCOPE_LINK
-	body[7] = unix.RTN_UNICAST
-	body = appendAttr(body, unix.RTA_DST, dst)
-	oif := make([]byte, 4)
-	binary.NativeEndian.PutUint32(oif, uint32(index))
-	body = appendAttr(body, unix.RTA_OIF, oif)
-	return request(unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL, body)
-}
-
-func familyOf(a netip.Addr) (uint8, []byte) {
-	if a.Is4() {
-		b := a.As4()
-		return unix.AF_INET, b[:]
-	}
-	b := a.As16()
-	return unix.AF_INET6, b[:]
-}
-
-// appendAttr appends a route attribute, padded to 4 bytes.
-func appendAttr(b []byte, typ uint16, data []byte) []byte {
-	hdr := make([]byte, unix.SizeofRtAttr)
-	binary.NativeEndian.PutUint16(hdr[0:], uint16(unix.SizeofRtAttr+len(data)))
-	binary.NativeEndian.PutUint16(hdr[2:], typ)
-	b = append(b, hdr...)
-	b = append(b, data...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
-}
-
-// request sends one rtnetlink request and waits for its acknowledgement;
-// an error the kernel answers is returned as its errno.
-func request(typ uint16, flags uint16, body []byte) error {
-	s, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(n.fd))
 	if err != nil {
-		return fmt.Errorf("netlink socket: %w", err)
+		return fmt.Errorf("netns: netlink in the namespace: %w", err)
 	}
-	defer func() { _ = unix.Close(s) }()
-	if err := unix.Bind(s, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("netlink bind: %w", err)
+	defer h.Close()
+	return fn(h)
+}
+
+// linkUp sets the link named name up.
+func linkUp(h *netlink.Handle, name string) error {
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", name, err)
 	}
-	const seq = 1
-	msg := make([]byte, unix.SizeofNlMsghdr, unix.SizeofNlMsghdr+len(body))
-	binary.NativeEndian.PutUint32(msg[0:], uint32(unix.SizeofNlMsghdr+len(body)))
-	binary.NativeEndian.PutUint16(msg[4:], typ)
-	binary.NativeEndian.PutUint16(msg[6:], flags|unix.NLM_F_REQUEST|unix.NLM_F_ACK)
-	binary.NativeEndian.PutUint32(msg[8:], seq)
-	msg = append(msg, body...)
-	if err := unix.Sendto(s, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("netlink send: %w", err)
+	return h.LinkSetUp(l)
+}
+
+// addAddress adds p to the link named name; an address that is there
+// already is no error.
+func addAddress(h *netlink.Handle, name string, p netip.Prefix) error {
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", name, err)
 	}
-	buf := make([]byte, 1<<16)
-	for {
-		n, _, err := unix.Recvfrom(s, buf, 0)
-		if err != nil {
-			return fmt.Errorf("netlink receive: %w", err)
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return fmt.Errorf("netlink answer: %w", err)
-		}
-		for _, m := range msgs {
-			if m.Header.Seq != seq || m.Header.Type != unix.NLMSG_ERROR {
-				continue
-			}
-			if len(m.Data) < 4 {
-				return fmt.Errorf("netlink answer: short error message")
-			}
-			if errno := int32(binary.NativeEndian.Uint32(m.Data[0:4])); errno != 0 {
-				return unix.Errno(-errno)
-			}
-			return nil
-		}
+	err = h.AddrAdd(l, &netlink.Addr{IPNet: ipNet(p)})
+	if errors.Is(err, unix.EEXIST) {
+		return nil
 	}
+	return err
+}
+
+// addRoute routes p through the link named name, via gw if it is valid
+// (else on the link, scope link); a route that is there already is no
+// error.
+func addRoute(h *netlink.Handle, name string, p netip.Prefix, gw netip.Addr) error {
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", name, err)
+	}
+	r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: ipNet(p.Masked()), Scope: netlink.SCOPE_LINK}
+	if gw.IsValid() {
+		r.Gw, r.Scope = gw.AsSlice(), netlink.SCOPE_UNIVERSE
+	}
+	err = h.RouteAdd(r)
+	if errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	return err
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 // lockedBuffer collects a command's output from its two streams.

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -110,7 +111,7 @@ func permission(err error) error {
 }
 
 func (n *NS) configure(opts Options) error {
-	if err := n.Do(func() error { return setLinkUp(loopbackIndex) }); err != nil {
+	if err := n.withHandle(func(h *netlink.Handle) error { return linkUp(h, loopback) }); err != nil {
 		return permission(fmt.Errorf("bring loopback up: %w", err))
 	}
 	for _, p := range opts.Addresses {
@@ -211,10 +212,7 @@ func (n *NS) AddAddress(p netip.Prefix) error {
 	if !p.IsValid() {
 		return fmt.Errorf("netns: add address: invalid prefix %v", p)
 	}
-	err := n.Do(func() error { return addAddress(loopbackIndex, p) })
-	if errors.Is(err, unix.EEXIST) {
-		return nil
-	}
+	err := n.withHandle(func(h *netlink.Handle) error { return addAddress(h, loopback, p) })
 	if err != nil {
 		return fmt.Errorf("netns: add address %v to lo: %w", p, err)
 	}
@@ -227,10 +225,7 @@ func (n *NS) AddRoute(p netip.Prefix) error {
 	if !p.IsValid() {
 		return fmt.Errorf("netns: add route: invalid prefix %v", p)
 	}
-	err := n.Do(func() error { return addRoute(loopbackIndex, p.Masked()) })
-	if errors.Is(err, unix.EEXIST) {
-		return nil
-	}
+	err := n.withHandle(func(h *netlink.Handle) error { return addRoute(h, loopback, p, netip.Addr{}) })
 	if err != nil {
 		return fmt.Errorf("netns: route %v to lo: %w", p, err)
 	}

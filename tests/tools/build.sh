@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/: the control-plane binaries that the
-# tests run (kube-proxy among them, from the same Kubernetes module),
+# tests run (kube-proxy and the kubelet among them, from the same
+# Kubernetes module), containerd with its runc shim and ctr, the CNI plugins
+# of the real nodes (bin/cni/),
 # kwok's stage files, cert-manager-local and cert-manager's CRDs,
 # golangci-lint and actionlint. Each group is rebuilt only when its module's
 # go.mod, go.sum or Go sources, or the way it is built, change (or an output
 # is missing); a stamp in bin/.stamps records what was built.
 #
-# Usage: tests/tools/build.sh [GROUP...]   (groups: kube kubeproxy etcd kwok
-# certmanager lint actionlint bench; no group means all but bench)
+# Usage: tests/tools/build.sh [GROUP...]   (groups: kube kubeproxy kubelet
+# containerd cni etcd kwok certmanager lint actionlint bench; no group means
+# all but bench)
 set -euo pipefail
 # Each tool module builds on its own: the repository's go.work (the
 # workspace of fastover's own modules) does not list them.
@@ -26,12 +29,21 @@ kube_ldflags="-s -w \
  -X k8s.io/component-base/version.gitTreeState=clean \
  -X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z"
 
+containerd_version=v2.4.2
+containerd_pkg=github.com/containerd/containerd/v2
+containerd_ldflags="-s -w -X $containerd_pkg/version.Version=$containerd_version -X $containerd_pkg/version.Package=$containerd_pkg -X $containerd_pkg/version.Revision=module-proxy"
+cni_version=v1.10.0
+cni_ldflags="-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$cni_version"
+
 # The way each group is built, part of its stamp.
 kwok_stages="node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml"
 cm_crds="cert-manager.io_certificaterequests.yaml cert-manager.io_certificates.yaml cert-manager.io_clusterissuers.yaml cert-manager.io_issuers.yaml acme.cert-manager.io_challenges.yaml acme.cert-manager.io_orders.yaml"
 declare -A recipe=(
 	[kube]="$kube_ldflags"
 	[kubeproxy]="$kube_ldflags"
+	[kubelet]="$kube_ldflags"
+	[containerd]="$containerd_ldflags no_btrfs urfave_cli_no_docs; shim no_grpc urfave_cli_no_docs"
+	[cni]="$cni_ldflags bridge loopback host-local"
 	[etcd]="-s -w"
 	[kwok]="-s -w $kwok_stages"
 	[certmanager]="-s -w ./cmd/cert-manager-local $cm_crds"
@@ -44,6 +56,7 @@ declare -A recipe=(
 # kube-proxy is built from the kube module, the one Kubernetes pin.
 declare -A module=(
 	[kubeproxy]=kube
+	[kubelet]=kube
 )
 
 # stamp GROUP: a digest of what decides the group's build (a module with
@@ -101,6 +114,50 @@ build_kubeproxy() {
 	step "building kube-proxy $kube_version (about a minute after kube-apiserver, whose packages it shares; 20 minutes cold on its own on a busy 2-core machine)"
 	(cd "$tools/kube" && go build -o "$bin/" -ldflags "${recipe[kubeproxy]}" k8s.io/kubernetes/cmd/kube-proxy)
 	done_group kubeproxy
+}
+
+# The kubelet of the real nodes, from the same module and flags as
+# kube-apiserver (about 4 minutes cold after it, 20 s warm).
+build_kubelet() {
+	if fresh kubelet kubelet; then
+		step "kubelet $kube_version: up to date"
+		return
+	fi
+	step "building kubelet $kube_version (about four minutes cold after kube-apiserver, whose packages it mostly shares)"
+	(cd "$tools/kube" && go build -o "$bin/" -ldflags "${recipe[kubelet]}" k8s.io/kubernetes/cmd/kubelet)
+	done_group kubelet
+}
+
+# containerd, its runc shim and ctr, static (CGO_ENABLED=0), as the real
+# nodes run them; runc itself is Debian's (tests/tools/runc.sh).
+build_containerd() {
+	if fresh containerd containerd containerd-shim-runc-v2 ctr; then
+		step "containerd $containerd_version, its shim and ctr: up to date"
+		return
+	fi
+	step "building containerd $containerd_version, containerd-shim-runc-v2 and ctr (about 70 s cold)"
+	(cd "$tools/containerd" && export CGO_ENABLED=0 &&
+		go build -o "$bin/" -tags 'no_btrfs urfave_cli_no_docs' -ldflags "$containerd_ldflags" \
+			$containerd_pkg/cmd/containerd $containerd_pkg/cmd/ctr &&
+		go build -o "$bin/" -tags 'no_grpc urfave_cli_no_docs' -ldflags "$containerd_ldflags" \
+			$containerd_pkg/cmd/containerd-shim-runc-v2)
+	done_group containerd
+}
+
+# The CNI plugins a real node's pods are wired with: bridge, loopback and
+# host-local, into bin/cni/ (the directory containerd's CRI plugin reads).
+build_cni() {
+	if fresh cni cni/bridge cni/loopback cni/host-local; then
+		step "CNI plugins $cni_version (bridge, loopback, host-local): up to date"
+		return
+	fi
+	step "building the CNI plugins $cni_version: bridge, loopback, host-local (about a minute cold)"
+	mkdir -p "$bin/cni"
+	(cd "$tools/cni" && CGO_ENABLED=0 go build -o "$bin/cni/" -ldflags "$cni_ldflags" \
+		github.com/containernetworking/plugins/plugins/main/bridge \
+		github.com/containernetworking/plugins/plugins/main/loopback \
+		github.com/containernetworking/plugins/plugins/ipam/host-local)
+	done_group cni
 }
 
 build_etcd() {
@@ -183,12 +240,12 @@ build_bench() {
 }
 
 groups=("$@")
-[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube kubeproxy certmanager lint actionlint)
+[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube kubeproxy kubelet containerd cni certmanager lint actionlint)
 for g in "${groups[@]}"; do
 	case "$g" in
-	kube | kubeproxy | etcd | kwok | certmanager | lint | actionlint | bench) "build_$g" ;;
+	kube | kubeproxy | kubelet | containerd | cni | etcd | kwok | certmanager | lint | actionlint | bench) "build_$g" ;;
 	*)
-		echo "unknown tool group: $g (want kube, kubeproxy, etcd, kwok, certmanager, lint, actionlint or bench)" >&2
+		echo "unknown tool group: $g (want kube, kubeproxy, kubelet, containerd, cni, etcd, kwok, certmanager, lint, actionlint or bench)" >&2
 		exit 2
 		;;
 	esac

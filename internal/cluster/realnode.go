@@ -1,0 +1,232 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientcmd "k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fastover/fastover/internal/netns"
+)
+
+// Real nodes: a kubelet with containerd and runc, beside kwok's nodes. The
+// control plane's network namespace is the hub; each real node runs in a
+// namespace of its own (containerd, the kubelet, its pods' bridge), joined
+// to the hub's bridge by a veth pair:
+//
+//	hub (Options.Netns)  fo-hub 198.19.0.254/16, routes to each pod range
+//	node N               eth0 198.19.N.1/16, default route via the hub,
+//	                     pods in 198.18.(N-1).0/24 on its bridge fo-br0
+//
+// (198.18.0.0/15 is RFC 2544's benchmarking range, never a private one.)
+// Each node has its own directory, cgroup root (/fastover-<name> in every
+// cgroup v1 hierarchy) and client certificate (system:node:<name>, which
+// kube-apiserver's Node authorizer knows).
+
+// The real nodes' network.
+var (
+	hubBridge  = "fo-hub"
+	hubAddress = netip.MustParsePrefix("198.19.0.254/16")
+	// NodeNet is where the real nodes' addresses are.
+	NodeNet = netip.MustParsePrefix("198.19.0.0/16")
+	// RealPodNet is where the real nodes' pod ranges are.
+	RealPodNet = netip.MustParsePrefix("198.18.0.0/15")
+)
+
+// maxRealNodes is how many real nodes an Env runs at most.
+const maxRealNodes = 8
+
+// RealNode is a node of an Env whose pods run in containers.
+type RealNode struct {
+	// Name is the Node's name; IP its address (InternalIP); PodCIDR the
+	// range its pods get addresses from.
+	Name    string
+	IP      netip.Addr
+	PodCIDR netip.Prefix
+	// NS is its network namespace.
+	NS *netns.NS
+
+	env        *Env
+	index      int // 1, 2, ...
+	dir        string
+	hubLink    string // its veth's end in the hub
+	certFile   string
+	keyFile    string
+	containerd *Process
+	kubelet    *Process
+}
+
+// AddRealNode starts a real node named name: its network namespace linked
+// to the hub, containerd, then the kubelet, and waits until its Node is
+// Ready. It needs root, Options.Netns, `make tools` (kubelet, containerd,
+// bin/cni) and runc; the error says what is missing. The node is stopped
+// and everything it changed undone by Env.Stop (or RealNode.Stop).
+func (e *Env) AddRealNode(ctx context.Context, name string) (*RealNode, error) {
+	if e.opts.Netns == nil {
+		return nil, errors.New("cluster: a real node needs the control plane in a network namespace (Options.Netns)")
+	}
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		return nil, fmt.Errorf("cluster: a real node needs runc (apt-get install runc; tests/tools/podman.sh installs it): %w", err)
+	}
+	for _, b := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "cni/bridge", "cni/host-local", "cni/loopback"} {
+		if _, err := os.Stat(filepath.Join(e.bin, b)); err != nil {
+			return nil, fmt.Errorf("cluster: a real node needs %s: run `make tools` (tests/tools/build.sh kubelet containerd cni)", filepath.Join(e.bin, b))
+		}
+	}
+	if err := e.prepareRealNodes(ctx); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	index := len(e.realNodes) + 1
+	if _, dup := e.nodes[name]; dup || index > maxRealNodes {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("cluster: real node %q: a node of that name exists, or %d real nodes already run", name, maxRealNodes)
+	}
+	n := &RealNode{
+		Name:    name,
+		IP:      netip.AddrFrom4([4]byte{198, 19, byte(index), 1}),
+		PodCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(index - 1), 0}), 24),
+		env:     e,
+		index:   index,
+		dir:     filepath.Join(e.Dir, "nodes", name),
+		hubLink: "fo-n" + strconv.Itoa(index),
+	}
+	e.realNodes = append(e.realNodes, n)
+	e.mu.Unlock()
+	if err := n.start(ctx, runc); err != nil {
+		return nil, fmt.Errorf("cluster: real node %s: %w", name, err)
+	}
+	return n, nil
+}
+
+func (n *RealNode) start(ctx context.Context, runc string) error {
+	e := n.env
+	var err error
+	if n.NS, err = netns.New(netns.Options{}); err != nil {
+		return err
+	}
+	if err := e.opts.Netns.AddVeth(n.NS, netns.Veth{
+		Name: n.hubLink, Bridge: hubBridge,
+		PeerName: "eth0", PeerAddress: netip.PrefixFrom(n.IP, NodeNet.Bits()), Gateway: hubAddress.Addr(),
+	}); err != nil {
+		return err
+	}
+	if err := e.opts.Netns.AddRouteVia(n.PodCIDR, n.IP, hubBridge); err != nil {
+		return err
+	}
+	if err := makeCgroupRoot(n.cgroupName()); err != nil {
+		return err
+	}
+	kp, err := issueNodeCert(e.pki, n.Name)
+	if err != nil {
+		return err
+	}
+	n.certFile, n.keyFile = filepath.Join(n.dir, "kubelet", "client.crt"), filepath.Join(n.dir, "kubelet", "client.key")
+	if err := os.MkdirAll(filepath.Dir(n.certFile), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(n.certFile, kp.CertPEM, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(n.keyFile, kp.KeyPEM, 0o600); err != nil {
+		return err
+	}
+	if err := n.writeConfigs(e, runc); err != nil {
+		return err
+	}
+
+	n.containerd = NewProcess("containerd-"+n.Name, filepath.Join(e.bin, "containerd"), e.logDir,
+		"--config", filepath.Join(n.dir, "containerd", "config.toml"))
+	n.containerd.ns = n.NS
+	// The shim is found in $PATH.
+	n.containerd.Env = []string{"PATH=" + e.bin + ":" + os.Getenv("PATH")}
+	if err := n.containerd.Start(); err != nil {
+		return err
+	}
+	sock := filepath.Join(n.dir, "containerd", "containerd.sock")
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(sock)
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("containerd did not open %s: %w\n%s", sock, err, n.containerd.Tail(20))
+	}
+
+	started := time.Now()
+	n.kubelet = NewProcess("kubelet-"+n.Name, filepath.Join(e.bin, "kubelet"), e.logDir,
+		"--config="+filepath.Join(n.dir, "kubelet", "config.yaml"),
+		"--kubeconfig="+filepath.Join(n.dir, "kubelet", "kubeconfig"),
+		"--root-dir="+filepath.Join(n.dir, "kubelet", "root"),
+		"--cert-dir="+filepath.Join(n.dir, "kubelet", "pki"),
+		"--hostname-override="+n.Name,
+		"--node-ip="+n.IP.String(),
+		"--v=1",
+	)
+	n.kubelet.ns = n.NS
+	if err := n.kubelet.Start(); err != nil {
+		return err
+	}
+	return n.waitReady(ctx, started, 2*time.Minute)
+}
+
+// waitReady waits until the Node is Ready with a heartbeat after since.
+func (n *RealNode) waitReady(ctx context.Context, since time.Time, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		node, err := n.env.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && !c.LastHeartbeatTime.Time.Before(since.Truncate(time.Second)) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the Node did not get Ready within %v: %w\nkubelet:\n%s\ncontainerd:\n%s", timeout, err, n.kubelet.Tail(25), n.containerd.Tail(10))
+	}
+	return nil
+}
+
+// Stop stops the node: its pods' containers and sandboxes, the kubelet,
+// containerd and its shims; it unmounts what they mounted, removes its
+// cgroups and its namespace. The Node object stays (NotReady, in time).
+func (n *RealNode) Stop() {
+	if n.kubelet != nil {
+		n.kubelet.Stop(syscall.SIGTERM, 5*time.Second)
+	}
+	n.killContainers()
+	if n.containerd != nil {
+		n.containerd.Stop(syscall.SIGTERM, 5*time.Second)
+	}
+	n.killShims()
+	unmountUnder(n.dir)
+	removeCgroupRoot(n.cgroupName())
+	if n.NS != nil {
+		_ = n.NS.Close()
+	}
+}
+
+// writeKubeconfigCert writes a kubeconfig for the API server that
+// authenticates with a client certificate.
+func (e *Env) writeKubeconfigCert(path, user, certFile, keyFile string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthority: e.pki.caFile}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
+	cfg.CurrentContext = "local"
+	return clientcmd.WriteToFile(*cfg, path)
+}

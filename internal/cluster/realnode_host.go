@@ -1,0 +1,268 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
+
+	"github.com/fastover/fastover/internal/imagebuild"
+)
+
+// What real nodes change outside their directories, and how it is undone:
+// the hub's bridge and forwarding, the kernel settings the kubelet sets,
+// the host directories it and containerd use whatever their configs say,
+// the cgroups runc makes, the mounts under each node's directory.
+
+// kubeletSysctls are the global settings the kubelet sets at start.
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// hostDirs are used by every kubelet, containerd or CNI plugin of the
+// machine whatever their configs say; removed at the end if the first
+// real node made them.
+var hostDirs = []string{"/var/lib/kubelet", "/var/log/containers", "/run/containerd", "/var/lib/cni"}
+
+// cgroupHierarchies are the cgroup v1 hierarchies a node's cgroup root is
+// made in, and "unified", where runc also makes the pods' cgroups on a
+// hybrid host.
+var cgroupHierarchies = []string{"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd", "unified"}
+
+// hostState is what the first real node found, to put back.
+type hostState struct {
+	sysctls map[string]string
+	made    []string
+}
+
+// prepareRealNodes does, once per Env, what the real nodes share: the
+// hub's bridge and forwarding, the registry with the pause image, a record
+// of the host's settings.
+func (e *Env) prepareRealNodes(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.registry != nil {
+		return nil
+	}
+	if err := e.opts.Netns.AddBridge(hubBridge, hubAddress); err != nil {
+		return err
+	}
+	// Pods of one node reach another's through the hub.
+	if err := e.opts.Netns.Do(func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+	}); err != nil {
+		return fmt.Errorf("cluster: forwarding in the hub: %w", err)
+	}
+	host := &hostState{sysctls: map[string]string{}}
+	for _, s := range kubeletSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + s); err == nil {
+			host.sysctls[s] = strings.TrimSpace(string(b))
+		}
+	}
+	for _, d := range hostDirs {
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			host.made = append(host.made, d)
+		}
+	}
+	e.host = host
+	reg, err := e.startRegistry(hubAddress.Addr())
+	if err != nil {
+		return err
+	}
+	e.registry = reg
+	pause, err := buildPause(ctx)
+	if err != nil {
+		return err
+	}
+	return reg.Push(ctx, PauseImage, pause, e.DialContext)
+}
+
+// buildPause builds the sandbox image from internal/cluster/pause, for
+// this machine's architecture.
+func buildPause(ctx context.Context) (v1.ImageIndex, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := imagebuild.Build(ctx, imagebuild.Options{
+		ModuleRoot: root,
+		Binaries:   []imagebuild.Binary{{Name: "pause", Package: "./internal/cluster/pause"}},
+		Platforms:  []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}},
+		Version:    "3.10", Commit: "test", CommitTime: time.Unix(0, 0).UTC(),
+		Source: "https://github.com/fastover/fastover",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: build the pause image: %w", err)
+	}
+	return imgs[0].Index, nil
+}
+
+// stopRealNodes stops every real node and puts the host back.
+func (e *Env) stopRealNodes() {
+	e.mu.Lock()
+	nodes := slices.Clone(e.realNodes)
+	host, reg := e.host, e.registry
+	e.mu.Unlock()
+	for i := len(nodes) - 1; i >= 0; i-- {
+		nodes[i].Stop()
+	}
+	reg.stop()
+	if host == nil {
+		return
+	}
+	for s, v := range host.sysctls {
+		_ = os.WriteFile("/proc/sys/"+s, []byte(v), 0o644)
+	}
+	for _, d := range host.made {
+		_ = os.RemoveAll(d)
+	}
+}
+
+// makeCgroupRoot makes /name in every cgroup v1 hierarchy (cpuset with
+// the root's CPUs and memory nodes, which a new cpuset lacks).
+func makeCgroupRoot(name string) error {
+	for _, h := range cgroupHierarchies {
+		base := filepath.Join("/sys/fs/cgroup", h)
+		if h == "unified" {
+			continue // runc makes what it needs there
+		}
+		if _, err := os.Stat(base); err != nil {
+			continue
+		}
+		dir := filepath.Join(base, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("cgroup %s: %w", dir, err)
+		}
+		if h == "cpuset" {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				b, err := os.ReadFile(filepath.Join(base, f))
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+					return fmt.Errorf("cgroup %s: %w", filepath.Join(dir, f), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeCgroupRoot removes /name and every cgroup under it, deepest
+// first, in every hierarchy (what is still in use stays).
+func removeCgroupRoot(name string) {
+	for _, h := range cgroupHierarchies {
+		root := filepath.Join("/sys/fs/cgroup", h, name)
+		var dirs []string
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = syscall.Rmdir(dirs[i])
+		}
+	}
+}
+
+// unmountUnder unmounts, deepest first and lazily, every mount under dir:
+// the containers' root file systems, the pods' shm and network namespaces.
+func unmountUnder(dir string) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	defer func() { _ = f.Close() }()
+	var points []string
+	prefix := filepath.Clean(dir) + "/"
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && strings.HasPrefix(fields[4], prefix) {
+			points = append(points, fields[4])
+		}
+	}
+	slices.Sort(points)
+	for i := len(points) - 1; i >= 0; i-- {
+		_ = unix.Unmount(points[i], unix.MNT_DETACH)
+	}
+}
+
+// ctr runs ctr against the node's containerd, in the CRI's namespace.
+func (n *RealNode) ctr(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(n.env.bin, "ctr"),
+		append([]string{"--address", filepath.Join(n.dir, "containerd", "containerd.sock"), "-n", "k8s.io"}, args...)...)
+	return cmd.Output()
+}
+
+// killContainers kills and deletes every task and container of the node.
+func (n *RealNode) killContainers() {
+	if n.containerd == nil || !n.containerd.Running() {
+		return
+	}
+	ctx := context.Background()
+	out, err := n.ctr(ctx, "tasks", "ls", "-q")
+	if err != nil {
+		return
+	}
+	tasks := strings.Fields(string(out))
+	for _, t := range tasks {
+		_, _ = n.ctr(ctx, "tasks", "kill", "-s", "KILL", t)
+	}
+	for _, t := range tasks {
+		_, _ = n.ctr(ctx, "tasks", "delete", "-f", t)
+	}
+	if out, err := n.ctr(ctx, "containers", "ls", "-q"); err == nil {
+		for _, c := range strings.Fields(string(out)) {
+			_, _ = n.ctr(ctx, "containers", "delete", c)
+		}
+	}
+}
+
+// shims returns the PIDs of the runc shims of the node's containerd,
+// found by the socket on their command line: they outlive containerd.
+func (n *RealNode) shims() []int {
+	sock := filepath.Join(n.dir, "containerd", "containerd.sock")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, en := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(en.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", en.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 0 && strings.HasSuffix(args[0], "containerd-shim-runc-v2") && slices.Contains(args, sock) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killShims kills the node's shims.
+func (n *RealNode) killShims() {
+	for _, pid := range n.shims() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/netns"
+)
+
+// TestRealNodeRunsAPod starts a real node (kubelet, containerd, runc) beside
+// the control plane, in a network namespace of its own joined to the
+// control plane's: its Node gets Ready, and a pod of the pause image (built
+// here, pulled through the test's registry as registry.k8s.io/pause) runs
+// on it with an address of the node's pod range, and is deleted (the
+// kubelet confirms its containers ended).
+func TestRealNodeRunsAPod(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	env := cluster.Start(t, cluster.Options{Netns: netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})})
+	start := time.Now()
+	node, err := env.AddRealNode(ctx, "real-1")
+	require.NoError(t, err)
+	t.Logf("real node %s (%s, pods in %s) Ready %v after it was asked for", node.Name, node.IP, node.PodCIDR, time.Since(start).Round(time.Millisecond))
+
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, n.Status.NodeInfo.ContainerRuntimeVersion, "containerd://")
+	assert.Equal(t, "v1.37.2", n.Status.NodeInfo.KubeletVersion)
+	var internal string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			internal = a.Address
+		}
+	}
+	assert.Equal(t, node.IP.String(), internal)
+
+	require.NoError(t, env.CreateNamespace(ctx, "real", nil))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "sleeper"},
+		Spec: corev1.PodSpec{
+			NodeName:                      node.Name,
+			TerminationGracePeriodSeconds: ptr.To[int64](2),
+			Containers: []corev1.Container{{
+				Name: "pause", Image: cluster.PauseImage, ImagePullPolicy: corev1.PullIfNotPresent,
+			}},
+		},
+	}
+	created := time.Now()
+	_, err = env.Client.CoreV1().Pods("real").Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var running *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := env.Client.CoreV1().Pods("real").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		running = p
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
+	require.NoError(t, err, "the pod did not run: %s", describePod(running))
+	t.Logf("pod Running %v after it was created, at %s", time.Since(created).Round(time.Millisecond), running.Status.PodIP)
+	ip, err := netip.ParseAddr(running.Status.PodIP)
+	require.NoError(t, err)
+	assert.True(t, node.PodCIDR.Contains(ip), "pod IP %s in %s", ip, node.PodCIDR)
+
+	require.NoError(t, env.Client.CoreV1().Pods("real").Delete(ctx, pod.Name, metav1.DeleteOptions{}))
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := env.Client.CoreV1().Pods("real").Get(ctx, pod.Name, metav1.GetOptions{})
+		return err != nil, nil
+	}), "the pod was not deleted")
+}
+
+// describePod is a pod's phase and its containers' states, for a failure.
+func describePod(p *corev1.Pod) string {
+	if p == nil {
+		return "no pod"
+	}
+	s := fmt.Sprintf("%s on %s: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+	for _, c := range p.Status.ContainerStatuses {
+		switch {
+		case c.State.Waiting != nil:
+			s += fmt.Sprintf("; %s waiting: %s %s", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
+		case c.State.Terminated != nil:
+			s += fmt.Sprintf("; %s terminated: %s", c.Name, c.State.Terminated.Reason)
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			s += fmt.Sprintf("; %s: %s", c.Type, c.Message)
+		}
+	}
+	return s
+}
