@@ -66,6 +66,7 @@ type RealNode struct {
 	keyFile    string
 	containerd *Process
 	kubelet    *Process
+	frozen     bool
 }
 
 // AddRealNode starts a real node named name: its network namespace linked
@@ -205,6 +206,7 @@ func (n *RealNode) waitReady(ctx context.Context, since time.Time, timeout time.
 // containerd and its shims; it unmounts what they mounted, removes its
 // cgroups and its namespace. The Node object stays (NotReady, in time).
 func (n *RealNode) Stop() {
+	n.thaw()
 	if n.kubelet != nil {
 		n.kubelet.Stop(syscall.SIGTERM, 5*time.Second)
 	}
@@ -229,4 +231,52 @@ func (e *Env) writeKubeconfigCert(path, user, certFile, keyFile string) error {
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
 	cfg.CurrentContext = "local"
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// Partition cuts the node off the hub (cut true) or joins it again: its
+// link's end in the hub goes down, and nothing passes between the node and
+// the control plane, or the other nodes. The kubelet, containerd and the
+// pods run on, unreachable: a partition, or a node whose network is lost.
+func (n *RealNode) Partition(cut bool) error {
+	return n.env.opts.Netns.SetLinkUp(n.hubLink, !cut)
+}
+
+// Freeze stops the node as a machine that halts: its kubelet is killed,
+// its pods' processes are frozen (the freezer cgroup of its cgroup root),
+// containerd and its shims are stopped (SIGSTOP). Thaw undoes it and starts
+// the kubelet again.
+func (n *RealNode) Freeze() error {
+	n.kubelet.Stop(syscall.SIGKILL, 0)
+	if err := os.WriteFile(n.freezerState(), []byte("FROZEN"), 0o644); err != nil {
+		return fmt.Errorf("cluster: freeze %s's pods: %w", n.Name, err)
+	}
+	_ = n.containerd.Signal(syscall.SIGSTOP)
+	for _, pid := range n.shims() {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	n.frozen = true
+	return nil
+}
+
+// Thaw lets a frozen node run again: its pods, containerd and its shims go
+// on, and its kubelet starts again.
+func (n *RealNode) Thaw() error {
+	n.thaw()
+	return n.kubelet.Start()
+}
+
+func (n *RealNode) thaw() {
+	if !n.frozen {
+		return
+	}
+	_ = os.WriteFile(n.freezerState(), []byte("THAWED"), 0o644)
+	_ = n.containerd.Signal(syscall.SIGCONT)
+	for _, pid := range n.shims() {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	n.frozen = false
+}
+
+func (n *RealNode) freezerState() string {
+	return filepath.Join("/sys/fs/cgroup/freezer", n.cgroupName(), "freezer.state")
 }

@@ -14,12 +14,27 @@ import (
 // app names a one-replica Deployment.
 type app struct{ ns, name string }
 
-// nodeLoss makes node vanish while fast's and slow's pods run on it, and
-// checks the behaviour fastover exists for: fast's pod is replaced on
-// another node within grace + 10s; at that deadline slow's pod is still
+// nodeLoss makes the kwok node vanish while fast's and slow's pods run on
+// it, and checks the behaviour fastover exists for: fast's pod is replaced
+// on another node within grace + 10s; at that deadline slow's pod is still
 // bound to the dead node, not evicted, not replaced. It logs the measured
 // times.
 func nodeLoss(ctx context.Context, t *testing.T, env *cluster.Env, node string, grace time.Duration, fast, slow app) {
+	t.Helper()
+	lose := func() error {
+		if err := env.StopNode(node); err != nil {
+			return err
+		}
+		t.Logf("%s vanished (kwok killed); grace period %v", node, grace)
+		return nil
+	}
+	nodeLossBy(ctx, t, env, node, lose, grace, 10*time.Second, 10*time.Second, fast, slow)
+}
+
+// nodeLossBy is nodeLoss with the loss lose does (a kwok process killed,
+// a real node cut off or frozen): fast's pod replaced within grace +
+// within, slow's still bound to the lost node at grace + hold.
+func nodeLossBy(ctx context.Context, t *testing.T, env *cluster.Env, node string, lose func() error, grace, within, hold time.Duration, fast, slow app) {
 	t.Helper()
 	c := env.Client
 	fastPod := waitRunning(ctx, t, c, fast.ns, fast.name, 60*time.Second)
@@ -28,19 +43,18 @@ func nodeLoss(ctx context.Context, t *testing.T, env *cluster.Env, node string, 
 		t.Fatalf("pods not on %s: fast on %q, slow on %q", node, fastPod.Spec.NodeName, slowPod.Spec.NodeName)
 	}
 
-	if err := env.StopNode(node); err != nil {
+	lost := time.Now()
+	if err := lose(); err != nil {
 		t.Fatal(err)
 	}
-	lost := time.Now()
-	t.Logf("%s vanished (kwok killed); grace period %v", node, grace)
 
-	deadline := lost.Add(grace + 10*time.Second)
+	deadline := lost.Add(grace + within)
 	var replaced, unknown, tainted time.Duration
 	for replaced == 0 {
 		now := time.Now()
 		if now.After(deadline) {
 			pods, _ := cluster.PodsOf(ctx, c, fast.ns, fast.name)
-			t.Fatalf("%s/%s not replaced within grace + 10s (%v): %s", fast.ns, fast.name, deadline.Sub(lost), describePods(pods))
+			t.Fatalf("%s/%s not replaced within grace + %v (%v): %s", fast.ns, fast.name, within, deadline.Sub(lost), describePods(pods))
 		}
 		if unknown == 0 || tainted == 0 {
 			if n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
@@ -64,8 +78,8 @@ func nodeLoss(ctx context.Context, t *testing.T, env *cluster.Env, node string, 
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// The slow pod is checked at the deadline the fast one had to meet.
-	time.Sleep(time.Until(deadline))
+	// The slow pod is checked at grace + hold.
+	time.Sleep(time.Until(lost.Add(grace + hold)))
 	pods, err := cluster.PodsOf(ctx, c, slow.ns, slow.name)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -101,4 +102,49 @@ func describePod(p *corev1.Pod) string {
 		}
 	}
 	return s
+}
+
+// TestRealNodeLoss is the webhook's story on real nodes: the same
+// one-replica Deployment in a labelled namespace (the webhook, a process of
+// the test, gives its pod the 0 s unreachable toleration) and in an
+// unlabelled one, both on the real node real-1, which is then lost, cut off
+// (its link to the hub down) in one subtest and frozen (kubelet killed,
+// pods, containerd and its shims stopped) in the other. The injected pod
+// runs again on real-2 within the grace period + 3 s; the control group's
+// is still bound to the lost node at grace + 30 s.
+func TestRealNodeLoss(t *testing.T) {
+	for _, how := range []string{"cut", "frozen"} {
+		t.Run(how, func(t *testing.T) {
+			const grace = 10 * time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			env := cluster.Start(t, cluster.Options{
+				NodeMonitorGracePeriod: grace,
+				Netns:                  netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}}),
+			})
+			lost, err := env.AddRealNode(ctx, "real-1")
+			require.NoError(t, err)
+			wh := startWebhook(t, env)
+			wh.register(ctx, t, env, admissionregistrationv1.Ignore)
+			require.NoError(t, env.CreateNamespace(ctx, "labelled", injectLabel()))
+			require.NoError(t, env.CreateNamespace(ctx, "unlabelled", nil))
+			for _, ns := range []string{"labelled", "unlabelled"} {
+				_, err := env.Client.AppsV1().Deployments(ns).Create(ctx, deployment("app", nil), metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+			assertEffectiveSeconds(t, waitRunning(ctx, t, env.Client, "labelled", "app", time.Minute), corev1.TaintNodeUnreachable, ptr.To[int64](0))
+			assertEffectiveSeconds(t, waitRunning(ctx, t, env.Client, "unlabelled", "app", time.Minute), corev1.TaintNodeUnreachable, ptr.To[int64](300))
+			_, err = env.AddRealNode(ctx, "real-2")
+			require.NoError(t, err)
+
+			lose := func() error {
+				t.Logf("%s %s; grace period %v", lost.Name, map[string]string{"cut": "cut off", "frozen": "frozen"}[how], grace)
+				if how == "cut" {
+					return lost.Partition(true)
+				}
+				return lost.Freeze()
+			}
+			nodeLossBy(ctx, t, env, lost.Name, lose, grace, 3*time.Second, 30*time.Second, app{"labelled", "app"}, app{"unlabelled", "app"})
+		})
+	}
 }
