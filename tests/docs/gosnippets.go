@@ -50,6 +50,7 @@ var knownImports = map[string]string{
 	"webhook":     module + "/webhook",
 	"certs":       module + "/certs",
 	"cluster":     module + "/internal/cluster",
+	"netns":       module + "/internal/netns",
 	"fleet":       module + "/internal/fleet",
 	"certmanager": module + "/internal/certmanager",
 	"install":     module + "/internal/install",
@@ -81,7 +82,8 @@ func snippetSource(code string) (string, int) {
 	}
 	var imports []string
 	for name := range used {
-		if p, ok := knownImports[name]; ok {
+		// A snippet that imports a package itself keeps its own import.
+		if p, ok := knownImports[name]; ok && !strings.Contains(code, strconv.Quote(p)) {
 			imports = append(imports, strconv.Quote(p))
 		}
 	}

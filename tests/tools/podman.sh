@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure podman and runc are installed: the end-to-end tests run
 # fastover's images with them (tests/e2e/images_test.go), and the real
-# nodes' containerd runs its containers with that runc (internal/cluster). Idempotent, and
-# quick when both are there. As root on a Debian-like machine it installs
+# nodes' containerd runs its containers with that runc (internal/cluster).
+# Idempotent, and quick when both are there. As root on a Debian-like machine it installs
 # them with apt-get; otherwise it says what to install and fails.
 set -euo pipefail
 
