@@ -125,10 +125,11 @@ type Env struct {
 	order []string   // node names, in the order they were added
 	extra []*Process // started by the tests with StartProcess
 	// realNodes, in the order they were added; registry serves their
-	// images; host is what they change on the machine, to undo.
+	// images; holdsHost: this Env counts among the users of the
+	// machine's state (acquireHost).
 	realNodes []*RealNode
 	registry  *Registry
-	host      *hostState
+	holdsHost bool
 }
 
 // Start starts a control plane for the test and stops it when the test

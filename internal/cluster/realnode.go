@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,8 +32,8 @@ import (
 //	                     pods in 198.18.(N-1).0/24 on its bridge fo-br0
 //
 // (198.18.0.0/15 is RFC 2544's benchmarking range, never a private one.)
-// Each node has its own directory, cgroup root (/fastover-<name> in every
-// cgroup v1 hierarchy) and client certificate (system:node:<name>, which
+// Each node has its own directory, cgroup root (/fastover-<pid>-n<seq> in
+// every cgroup v1 hierarchy) and client certificate (system:node:<name>, which
 // kube-apiserver's Node authorizer knows).
 
 // The real nodes' network.
@@ -48,6 +49,15 @@ var (
 // maxRealNodes is how many real nodes an Env runs at most.
 const maxRealNodes = 8
 
+// ownerPID names the process the real nodes' cgroup roots belong to
+// (fastover-<pid>-n<seq>), so that the roots of a test binary that died
+// are found by the next one (sweepLeftovers), and those of Envs running in
+// parallel in this one never meet; nodeSeq numbers its nodes.
+var (
+	ownerPID = os.Getpid()
+	nodeSeq  atomic.Int64
+)
+
 // RealNode is a node of an Env whose pods run in containers.
 type RealNode struct {
 	// Name is the Node's name; IP its address (InternalIP); PodCIDR the
@@ -62,6 +72,7 @@ type RealNode struct {
 	index      int // 1, 2, ...
 	dir        string
 	hubLink    string // its veth's end in the hub
+	cgroup     string // its cgroup root's name: fastover-<pid>-n<seq>
 	certFile   string
 	keyFile    string
 	containerd *Process
@@ -104,6 +115,7 @@ func (e *Env) AddRealNode(ctx context.Context, name string) (*RealNode, error) {
 		index:   index,
 		dir:     filepath.Join(e.Dir, "nodes", name),
 		hubLink: "fo-n" + strconv.Itoa(index),
+		cgroup:  fmt.Sprintf("fastover-%d-n%d", ownerPID, nodeSeq.Add(1)),
 	}
 	e.realNodes = append(e.realNodes, n)
 	e.mu.Unlock()
@@ -128,6 +140,7 @@ func (n *RealNode) start(ctx context.Context, runc string) error {
 	if err := e.opts.Netns.AddRouteVia(n.PodCIDR, n.IP, hubBridge); err != nil {
 		return err
 	}
+	sweepLeftovers()
 	if err := makeCgroupRoot(n.cgroupName()); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // The files a real node runs on: containerd's config (and a hosts.toml per
@@ -165,7 +164,7 @@ func (n *RealNode) writeConfigs(e *Env, runc string) error {
 }
 
 // cgroupName is the node's cgroup root, in every hierarchy.
-func (n *RealNode) cgroupName() string { return "fastover-" + strings.ReplaceAll(n.Name, ".", "-") }
+func (n *RealNode) cgroupName() string { return n.cgroup }
 
 // bridge is the name of the node's pod bridge (in its namespace).
 func (n *RealNode) bridge() string { return "fo-br0" }

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,10 +44,57 @@ var hostDirs = []string{"/var/lib/kubelet", "/var/log/containers", "/run/contain
 // hybrid host.
 var cgroupHierarchies = []string{"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd", "unified"}
 
-// hostState is what the first real node found, to put back.
+// hostState is what the first real node of the process found, to put
+// back when the last Env with real nodes stops: Envs of tests that run in
+// parallel share the machine.
 type hostState struct {
 	sysctls map[string]string
 	made    []string
+}
+
+var (
+	hostMu    sync.Mutex
+	hostUsers int // Envs with real nodes
+	host      *hostState
+)
+
+// acquireHost records the host's state if no Env with real nodes runs.
+func acquireHost() {
+	hostMu.Lock()
+	defer hostMu.Unlock()
+	hostUsers++
+	if hostUsers > 1 {
+		return
+	}
+	host = &hostState{sysctls: map[string]string{}}
+	for _, s := range kubeletSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + s); err == nil {
+			host.sysctls[s] = strings.TrimSpace(string(b))
+		}
+	}
+	for _, d := range hostDirs {
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			host.made = append(host.made, d)
+		}
+	}
+}
+
+// releaseHost puts the host's state back when the last Env with real
+// nodes stops.
+func releaseHost() {
+	hostMu.Lock()
+	defer hostMu.Unlock()
+	hostUsers--
+	if hostUsers > 0 || host == nil {
+		return
+	}
+	for s, v := range host.sysctls {
+		_ = os.WriteFile("/proc/sys/"+s, []byte(v), 0o644)
+	}
+	for _, d := range host.made {
+		_ = os.RemoveAll(d)
+	}
+	host = nil
 }
 
 // prepareRealNodes does, once per Env, what the real nodes share: the
@@ -65,18 +115,8 @@ func (e *Env) prepareRealNodes(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("cluster: forwarding in the hub: %w", err)
 	}
-	host := &hostState{sysctls: map[string]string{}}
-	for _, s := range kubeletSysctls {
-		if b, err := os.ReadFile("/proc/sys/" + s); err == nil {
-			host.sysctls[s] = strings.TrimSpace(string(b))
-		}
-	}
-	for _, d := range hostDirs {
-		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
-			host.made = append(host.made, d)
-		}
-	}
-	e.host = host
+	acquireHost()
+	e.holdsHost = true
 	reg, err := e.startRegistry(hubAddress.Addr())
 	if err != nil {
 		return err
@@ -113,20 +153,15 @@ func buildPause(ctx context.Context) (v1.ImageIndex, error) {
 func (e *Env) stopRealNodes() {
 	e.mu.Lock()
 	nodes := slices.Clone(e.realNodes)
-	host, reg := e.host, e.registry
+	reg, holds := e.registry, e.holdsHost
+	e.holdsHost = false
 	e.mu.Unlock()
 	for i := len(nodes) - 1; i >= 0; i-- {
 		nodes[i].Stop()
 	}
 	reg.stop()
-	if host == nil {
-		return
-	}
-	for s, v := range host.sysctls {
-		_ = os.WriteFile("/proc/sys/"+s, []byte(v), 0o644)
-	}
-	for _, d := range host.made {
-		_ = os.RemoveAll(d)
+	if holds {
+		releaseHost()
 	}
 }
 
@@ -201,6 +236,161 @@ func unmountUnder(dir string) {
 	}
 }
 
+// sweepLeftovers removes what test binaries that were killed left of
+// their real nodes: the processes in their cgroup roots (the pods'
+// containers, which are no children of a test and outlive it; the freezer
+// thawed first), those cgroups, and runc shims whose containerd is gone.
+// A root is a dead binary's when the process its name says is gone.
+func sweepLeftovers() {
+	entries, _ := os.ReadDir("/sys/fs/cgroup/memory")
+	for _, en := range entries {
+		var pid, seq int
+		if _, err := fmt.Sscanf(en.Name(), "fastover-%d-n%d", &pid, &seq); err != nil || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		sweepCgroupRoot(en.Name())
+	}
+	for _, pid := range orphanedShims() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	unmountOrphans()
+}
+
+// unmountOrphans unmounts what a dead real node's containerd and kubelet
+// mounted under its directory (the containers' root file systems, the
+// pods' shm, network namespaces and volumes), found by the node's
+// containerd socket, which nothing answers on.
+func unmountOrphans() {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	dead := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		// <Env.Dir>/nodes/<name>/...
+		i := strings.Index(fields[4], "/nodes/")
+		if i < 0 {
+			continue
+		}
+		j := strings.IndexByte(fields[4][i+len("/nodes/"):], '/')
+		if j < 0 {
+			continue
+		}
+		sock := fields[4][:i+len("/nodes/")+j] + "/containerd/containerd.sock"
+		gone, seen := dead[sock]
+		if !seen {
+			c, err := net.DialTimeout("unix", sock, time.Second)
+			if gone = err != nil; !gone {
+				_ = c.Close()
+			}
+			dead[sock] = gone
+		}
+		if gone {
+			points = append(points, fields[4])
+		}
+	}
+	_ = f.Close()
+	slices.Sort(points)
+	for i := len(points) - 1; i >= 0; i-- {
+		_ = unix.Unmount(points[i], unix.MNT_DETACH)
+	}
+}
+
+// sweepCgroupRoot kills every process in the cgroup root, in every
+// hierarchy, and removes its cgroups once they have left.
+func sweepCgroupRoot(cgroup string) {
+	freezer := filepath.Join("/sys/fs/cgroup/freezer", cgroup, "freezer.state")
+	if _, err := os.Stat(freezer); err == nil {
+		_ = os.WriteFile(freezer, []byte("THAWED"), 0o644)
+	}
+	for _, h := range cgroupHierarchies {
+		_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup", h, cgroup), func(path string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+			if err != nil {
+				return nil
+			}
+			for _, f := range strings.Fields(string(b)) {
+				var pid int
+				if _, err := fmt.Sscanf(f, "%d", &pid); err == nil && pid > 1 {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			return nil
+		})
+	}
+	// The killed processes leave their cgroups a moment later.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		removeCgroupRoot(cgroup)
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory", cgroup)); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+	}
+}
+
+// processAlive reports whether the process runs (a zombie does not).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// orphanedShims are the runc shims of this machine whose containerd is
+// gone: nothing answers on their socket (their -address).
+func orphanedShims() []int {
+	var pids []int
+	for pid, args := range shimProcesses() {
+		for i, a := range args {
+			if a != "-address" || i+1 >= len(args) {
+				continue
+			}
+			c, err := net.DialTimeout("unix", args[i+1], time.Second)
+			if err != nil {
+				pids = append(pids, pid)
+				continue
+			}
+			_ = c.Close()
+		}
+	}
+	return pids
+}
+
+// shimProcesses are the runc shims of the machine, with their command
+// lines.
+func shimProcesses() map[int][]string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	out := map[int][]string{}
+	for _, en := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(en.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", en.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) > 0 && strings.HasSuffix(args[0], "containerd-shim-runc-v2") {
+			out[pid] = args
+		}
+	}
+	return out
+}
+
 // ctr runs ctr against the node's containerd, in the CRI's namespace.
 func (n *RealNode) ctr(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -238,22 +428,9 @@ func (n *RealNode) killContainers() {
 // found by the socket on their command line: they outlive containerd.
 func (n *RealNode) shims() []int {
 	sock := filepath.Join(n.dir, "containerd", "containerd.sock")
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var pids []int
-	for _, en := range entries {
-		var pid int
-		if _, err := fmt.Sscanf(en.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", en.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 0 && strings.HasSuffix(args[0], "containerd-shim-runc-v2") && slices.Contains(args, sock) {
+	for pid, args := range shimProcesses() {
+		if slices.Contains(args, sock) {
 			pids = append(pids, pid)
 		}
 	}

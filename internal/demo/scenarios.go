@@ -450,9 +450,11 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 		} else {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s stopped its work, released the Lease, left its endpoint to %s, which replaced it with its own (the Service was never without an endpoint), and exited 0", old, got))
 		}
-	case syscall.SIGSTOP:
+	default:
 		holder, _ := leases.state()
 		res.Notes = append(res.Notes, fmt.Sprintf("%s took the Lease when it expired; the Service's one endpoint is %s, and %s answers", holder, newAddr, got))
+	}
+	if sig == syscall.SIGSTOP {
 		// It wakes up, finds its Lease taken, and exits to be restarted.
 		if err := r.Proc.Signal(syscall.SIGCONT); err != nil {
 			return fail("SIGCONT %s: %v", old, err)
@@ -462,9 +464,6 @@ func (d *demo) leaderFailover(ctx context.Context, res Result, sig syscall.Signa
 			return fail("%s did not exit after it woke up without its Lease", old)
 		}
 		res.Notes = append(res.Notes, fmt.Sprintf("%s woke up (SIGCONT), found its Lease taken and exited (%v), to be restarted", old, exitErr))
-	default:
-		holder, _ := leases.state()
-		res.Notes = append(res.Notes, fmt.Sprintf("%s took the Lease when it expired; the Service's one endpoint is %s, and %s answers", holder, newAddr, got))
 	}
 	// Back as a standby, as the kubelet would restart it.
 	r.Proc.Stop(syscall.SIGKILL, 0)

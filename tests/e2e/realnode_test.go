@@ -111,10 +111,12 @@ func describePod(p *corev1.Pod) string {
 // (its link to the hub down) in one subtest and frozen (kubelet killed,
 // pods, containerd and its shims stopped) in the other. The injected pod
 // runs again on real-2 within the grace period + 3 s; the control group's
-// is still bound to the lost node at grace + 30 s.
+// is still bound to the lost node at grace + 30 s. The two run at once,
+// each on a control plane of its own.
 func TestRealNodeLoss(t *testing.T) {
 	for _, how := range []string{"cut", "frozen"} {
 		t.Run(how, func(t *testing.T) {
+			t.Parallel()
 			const grace = 10 * time.Second
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
