@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientcmd "k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -86,6 +88,9 @@ type RealNode struct {
 // bin/cni) and runc; the error says what is missing. The node is stopped
 // and everything it changed undone by Env.Stop (or RealNode.Stop).
 func (e *Env) AddRealNode(ctx context.Context, name string) (*RealNode, error) {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("cluster: real node %q: not a valid Node name: %s", name, strings.Join(errs, "; "))
+	}
 	if e.opts.Netns == nil {
 		return nil, errors.New("cluster: a real node needs the control plane in a network namespace (Options.Netns)")
 	}
@@ -103,9 +108,16 @@ func (e *Env) AddRealNode(ctx context.Context, name string) (*RealNode, error) {
 	}
 	e.mu.Lock()
 	index := len(e.realNodes) + 1
-	if _, dup := e.nodes[name]; dup || index > maxRealNodes {
+	_, dup := e.nodes[name]
+	for _, rn := range e.realNodes {
+		dup = dup || rn.Name == name
+	}
+	if dup || index > maxRealNodes {
 		e.mu.Unlock()
-		return nil, fmt.Errorf("cluster: real node %q: a node of that name exists, or %d real nodes already run", name, maxRealNodes)
+		if dup {
+			return nil, fmt.Errorf("cluster: real node %q: a node of that name runs already", name)
+		}
+		return nil, fmt.Errorf("cluster: real node %q: %d real nodes run already, the most an Env runs", name, maxRealNodes)
 	}
 	n := &RealNode{
 		Name:    name,

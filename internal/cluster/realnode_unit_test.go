@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -71,4 +72,14 @@ func TestRealNodeConfigs(t *testing.T) {
 		assert.Contains(t, kubelet, want)
 	}
 	assert.NotContains(t, kubelet, "%!", "a format verb left over")
+}
+
+func TestAddRealNodeRefusesBadInput(t *testing.T) {
+	e := &Env{}
+	for _, bad := range []string{"", "Real_1", "real-1-" + strings.Repeat("x", 250)} {
+		_, err := e.AddRealNode(context.Background(), bad)
+		assert.ErrorContains(t, err, "not a valid Node name", "%q", bad)
+	}
+	_, err := e.AddRealNode(context.Background(), "real-1")
+	assert.ErrorContains(t, err, "needs the control plane in a network namespace")
 }
