@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -126,16 +125,7 @@ func TestRealNodeLoss(t *testing.T) {
 			})
 			lost, err := env.AddRealNode(ctx, "real-1")
 			require.NoError(t, err)
-			wh := startWebhook(t, env)
-			wh.register(ctx, t, env, admissionregistrationv1.Ignore)
-			require.NoError(t, env.CreateNamespace(ctx, "labelled", injectLabel()))
-			require.NoError(t, env.CreateNamespace(ctx, "unlabelled", nil))
-			for _, ns := range []string{"labelled", "unlabelled"} {
-				_, err := env.Client.AppsV1().Deployments(ns).Create(ctx, deployment("app", nil), metav1.CreateOptions{})
-				require.NoError(t, err)
-			}
-			assertEffectiveSeconds(t, waitRunning(ctx, t, env.Client, "labelled", "app", time.Minute), corev1.TaintNodeUnreachable, ptr.To[int64](0))
-			assertEffectiveSeconds(t, waitRunning(ctx, t, env.Client, "unlabelled", "app", time.Minute), corev1.TaintNodeUnreachable, ptr.To[int64](300))
+			injectedAndControl(ctx, t, env)
 			_, err = env.AddRealNode(ctx, "real-2")
 			require.NoError(t, err)
 

@@ -145,10 +145,21 @@ func TestWebhookNodeLoss(t *testing.T) {
 	env := cluster.Start(t, cluster.Options{NodeMonitorGracePeriod: grace, Nodes: []string{"node-a"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	wh := startWebhook(t, env)
-	// As installed: a webhook outage must never block pod creation.
-	wh.register(ctx, t, env, admissionregistrationv1.Ignore)
+	injectedAndControl(ctx, t, env)
+	env.AddNodes(t, "node-b")
 
+	nodeLoss(ctx, t, env, "node-a", grace, app{"labelled", "app"}, app{"unlabelled", "app"})
+}
+
+// injectedAndControl runs the webhook, registered as installed
+// (failurePolicy Ignore: an outage never blocks pod creation), and the
+// same one-replica Deployment "app" in the labelled namespace "labelled"
+// and in "unlabelled", the control group; it waits until both pods run,
+// injected (0 s) and not (300 s).
+func injectedAndControl(ctx context.Context, t *testing.T, env *cluster.Env) {
+	t.Helper()
+	wh := startWebhook(t, env)
+	wh.register(ctx, t, env, admissionregistrationv1.Ignore)
 	require.NoError(t, env.CreateNamespace(ctx, "labelled", injectLabel()))
 	require.NoError(t, env.CreateNamespace(ctx, "unlabelled", nil))
 	for _, ns := range []string{"labelled", "unlabelled"} {
@@ -157,9 +168,6 @@ func TestWebhookNodeLoss(t *testing.T) {
 	}
 	assertEffectiveSeconds(t, waitRunning(ctx, t, env.Client, "labelled", "app", time.Minute), corev1.TaintNodeUnreachable, ptr.To[int64](0))
 	assertEffectiveSeconds(t, waitRunning(ctx, t, env.Client, "unlabelled", "app", time.Minute), corev1.TaintNodeUnreachable, ptr.To[int64](300))
-	env.AddNodes(t, "node-b")
-
-	nodeLoss(ctx, t, env, "node-a", grace, app{"labelled", "app"}, app{"unlabelled", "app"})
 }
 
 // TestWebhookCertRotation replaces the webhook's certificate files while a
