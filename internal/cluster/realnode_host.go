@@ -216,20 +216,25 @@ func removeCgroupRoot(name string) {
 // unmountUnder unmounts, deepest first and lazily, every mount under dir:
 // the containers' root file systems, the pods' shm and network namespaces.
 func unmountUnder(dir string) {
+	prefix := filepath.Clean(dir) + "/"
+	unmountWhere(func(point string) bool { return strings.HasPrefix(point, prefix) })
+}
+
+// unmountWhere unmounts, deepest first and lazily, every mount point the
+// filter takes.
+func unmountWhere(take func(point string) bool) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return
 	}
-	defer func() { _ = f.Close() }()
 	var points []string
-	prefix := filepath.Clean(dir) + "/"
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], prefix) {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 && take(fields[4]) {
 			points = append(points, fields[4])
 		}
 	}
+	_ = f.Close()
 	slices.Sort(points)
 	for i := len(points) - 1; i >= 0; i-- {
 		_ = unix.Unmount(points[i], unix.MNT_DETACH)
@@ -261,28 +266,18 @@ func sweepLeftovers() {
 // pods' shm, network namespaces and volumes), found by the node's
 // containerd socket, which nothing answers on.
 func unmountOrphans() {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var points []string
 	dead := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
+	unmountWhere(func(point string) bool {
 		// <Env.Dir>/nodes/<name>/...
-		i := strings.Index(fields[4], "/nodes/")
+		i := strings.Index(point, "/nodes/")
 		if i < 0 {
-			continue
+			return false
 		}
-		j := strings.IndexByte(fields[4][i+len("/nodes/"):], '/')
+		j := strings.IndexByte(point[i+len("/nodes/"):], '/')
 		if j < 0 {
-			continue
+			return false
 		}
-		sock := fields[4][:i+len("/nodes/")+j] + "/containerd/containerd.sock"
+		sock := point[:i+len("/nodes/")+j] + "/containerd/containerd.sock"
 		gone, seen := dead[sock]
 		if !seen {
 			c, err := net.DialTimeout("unix", sock, time.Second)
@@ -291,15 +286,8 @@ func unmountOrphans() {
 			}
 			dead[sock] = gone
 		}
-		if gone {
-			points = append(points, fields[4])
-		}
-	}
-	_ = f.Close()
-	slices.Sort(points)
-	for i := len(points) - 1; i >= 0; i-- {
-		_ = unix.Unmount(points[i], unix.MNT_DETACH)
-	}
+		return gone
+	})
 }
 
 // sweepCgroupRoot kills every process in the cgroup root, in every
