@@ -100,7 +100,7 @@ func (d *demo) informerClients(ctx context.Context, vip, leaderID string) ([]*re
 func observeFailures(cfg *rest.Config, failed func(error)) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return fleet.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(r)
 			switch {
 			case err != nil:
@@ -115,10 +115,6 @@ func observeFailures(cfg *rest.Config, failed func(error)) *rest.Config {
 	})
 	return cfg
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // observedBody reports the first error a read of a body returns, other
 // than its end or its reader going away.

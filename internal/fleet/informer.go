@@ -41,7 +41,7 @@ func (f *Fleet) AgentConfig(host, user string) *rest.Config {
 		},
 		Dial: f.Env.DialContext,
 		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			return RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 				r = r.Clone(r.Context())
 				r.Header.Set("X-Remote-User", user)
 				return rt.RoundTrip(r)
@@ -50,9 +50,12 @@ func (f *Fleet) AgentConfig(host, user string) *rest.Config {
 	}
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
+// RoundTripperFunc is a function as an http.RoundTripper, to wrap a
+// transport (rest.Config.WrapTransport).
+type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+// RoundTrip calls f.
+func (f RoundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // StartInformer starts a client-go informer (dynamic: a shared index
 // informer over a ListWatch) of replicas made from cfg, which runs until
