@@ -26,8 +26,8 @@ import (
 
 // Real nodes: a kubelet with containerd and runc, beside kwok's nodes. The
 // control plane's network namespace is the hub; each real node runs in a
-// namespace of its own (containerd, the kubelet, its pods' bridge), joined
-// to the hub's bridge by a veth pair:
+// namespace of its own (containerd, the kubelet, kube-proxy, its pods'
+// bridge), joined to the hub's bridge by a veth pair:
 //
 //	hub (Options.Netns)  fo-hub 198.19.0.254/16, routes to each pod range
 //	node N               eth0 198.19.N.1/16, default route via the hub,
@@ -79,13 +79,15 @@ type RealNode struct {
 	keyFile    string
 	containerd *Process
 	kubelet    *Process
+	proxy      *Process // kube-proxy
 	frozen     bool
 }
 
 // AddRealNode starts a real node named name: its network namespace linked
-// to the hub, containerd, then the kubelet, and waits until its Node is
-// Ready. It needs root, Options.Netns, `make tools` (kubelet, containerd,
-// bin/cni) and runc; the error says what is missing. The node is stopped
+// to the hub, containerd, the kubelet, and once its Node is Ready,
+// kube-proxy; it returns when kube-proxy has synced its rules. It needs
+// root, Options.Netns, `make tools` (kubelet, kube-proxy, containerd,
+// bin/cni), runc and nft; the error says what is missing. The node is stopped
 // and everything it changed undone by Env.Stop (or RealNode.Stop).
 func (e *Env) AddRealNode(ctx context.Context, name string) (*RealNode, error) {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
@@ -98,9 +100,9 @@ func (e *Env) AddRealNode(ctx context.Context, name string) (*RealNode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: a real node needs runc (apt-get install runc; tests/tools/podman.sh installs it): %w", err)
 	}
-	for _, b := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "cni/bridge", "cni/host-local", "cni/loopback"} {
+	for _, b := range []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "cni/bridge", "cni/host-local", "cni/loopback"} {
 		if _, err := os.Stat(filepath.Join(e.bin, b)); err != nil {
-			return nil, fmt.Errorf("cluster: a real node needs %s: run `make tools` (tests/tools/build.sh kubelet containerd cni)", filepath.Join(e.bin, b))
+			return nil, fmt.Errorf("cluster: a real node needs %s: run `make tools` (tests/tools/build.sh kubelet kubeproxy containerd cni)", filepath.Join(e.bin, b))
 		}
 	}
 	if err := e.prepareRealNodes(ctx); err != nil {
@@ -204,7 +206,13 @@ func (n *RealNode) start(ctx context.Context, runc string) error {
 	if err := n.kubelet.Start(); err != nil {
 		return err
 	}
-	return n.waitReady(ctx, started, 2*time.Minute)
+	if err := n.waitReady(ctx, started, 2*time.Minute); err != nil {
+		return err
+	}
+	if err := n.startProxy(); err != nil {
+		return err
+	}
+	return n.waitProxy(ctx, time.Minute)
 }
 
 // waitReady waits until the Node is Ready with a heartbeat after since.
@@ -236,6 +244,9 @@ func (n *RealNode) Stop() {
 		n.kubelet.Stop(syscall.SIGTERM, 5*time.Second)
 	}
 	n.killContainers()
+	if n.proxy != nil {
+		n.proxy.Stop(syscall.SIGTERM, 5*time.Second)
+	}
 	if n.containerd != nil {
 		n.containerd.Stop(syscall.SIGTERM, 5*time.Second)
 	}
@@ -268,14 +279,15 @@ func (n *RealNode) Partition(cut bool) error {
 
 // Freeze stops the node as a machine that halts: its kubelet is killed,
 // its pods' processes are frozen (the freezer cgroup of its cgroup root),
-// containerd and its shims are stopped (SIGSTOP). Thaw undoes it and starts
-// the kubelet again.
+// kube-proxy, containerd and its shims are stopped (SIGSTOP). Thaw undoes
+// it and starts the kubelet again.
 func (n *RealNode) Freeze() error {
 	n.kubelet.Stop(syscall.SIGKILL, 0)
 	if err := os.WriteFile(n.freezerState(), []byte("FROZEN"), 0o644); err != nil {
 		return fmt.Errorf("cluster: freeze %s's pods: %w", n.Name, err)
 	}
 	_ = n.containerd.Signal(syscall.SIGSTOP)
+	_ = n.proxy.Signal(syscall.SIGSTOP)
 	for _, pid := range n.shims() {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
@@ -296,6 +308,7 @@ func (n *RealNode) thaw() {
 	}
 	_ = os.WriteFile(n.freezerState(), []byte("THAWED"), 0o644)
 	_ = n.containerd.Signal(syscall.SIGCONT)
+	_ = n.proxy.Signal(syscall.SIGCONT)
 	for _, pid := range n.shims() {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}

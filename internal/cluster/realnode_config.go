@@ -10,10 +10,6 @@ import (
 // mirrored registry), the CNI network and the kubelet's config and
 // kubeconfig, all under the node's directory.
 
-// PauseImage is the sandbox image of the real nodes, built from
-// internal/cluster/pause and served by the test's registry.
-const PauseImage = "registry.k8s.io/pause:3.10"
-
 // containerdConfig is containerd's config for node n: root, state, sockets,
 // runc's root, the CNI files and the registry mirrors under its directory;
 // restrict_oom_score_adj, because this kind of machine lacks

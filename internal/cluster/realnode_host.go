@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,10 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
-
-	"github.com/fastover/fastover/internal/imagebuild"
 )
 
 // What real nodes change outside their directories, and how it is undone:
@@ -98,7 +94,7 @@ func releaseHost() {
 }
 
 // prepareRealNodes does, once per Env, what the real nodes share: the
-// hub's bridge and forwarding, the registry with the pause image, a record
+// hub's bridge and forwarding, the registry with the test images, a record
 // of the host's settings.
 func (e *Env) prepareRealNodes(ctx context.Context) error {
 	e.mu.Lock()
@@ -122,31 +118,7 @@ func (e *Env) prepareRealNodes(ctx context.Context) error {
 		return err
 	}
 	e.registry = reg
-	pause, err := buildPause(ctx)
-	if err != nil {
-		return err
-	}
-	return reg.Push(ctx, PauseImage, pause, e.DialContext)
-}
-
-// buildPause builds the sandbox image from internal/cluster/pause, for
-// this machine's architecture.
-func buildPause(ctx context.Context) (v1.ImageIndex, error) {
-	root, err := ModuleRoot()
-	if err != nil {
-		return nil, err
-	}
-	imgs, err := imagebuild.Build(ctx, imagebuild.Options{
-		ModuleRoot: root,
-		Binaries:   []imagebuild.Binary{{Name: "pause", Package: "./internal/cluster/pause"}},
-		Platforms:  []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}},
-		Version:    "3.10", Commit: "test", CommitTime: time.Unix(0, 0).UTC(),
-		Source: "https://github.com/fastover/fastover",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: build the pause image: %w", err)
-	}
-	return imgs[0].Index, nil
+	return e.pushTestImages(ctx)
 }
 
 // stopRealNodes stops every real node and puts the host back.

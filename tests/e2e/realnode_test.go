@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -23,7 +24,10 @@ import (
 // control plane's: its Node gets Ready, and a pod of the pause image (built
 // here, pulled through the test's registry as registry.k8s.io/pause) runs
 // on it with an address of the node's pod range, and is deleted (the
-// kubelet confirms its containers ended).
+// kubelet confirms its containers ended). A pod of the testhost image
+// reaches the API server through the `kubernetes` Service's ClusterIP (the
+// node's kube-proxy's rules) and its log is read through the API server
+// (the kubelet's).
 func TestRealNodeRunsAPod(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -79,6 +83,42 @@ func TestRealNodeRunsAPod(t *testing.T) {
 		_, err := env.Client.CoreV1().Pods("real").Get(ctx, pod.Name, metav1.GetOptions{})
 		return err != nil, nil
 	}), "the pod was not deleted")
+
+	svc, err := env.Client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	target := net.JoinHostPort(svc.Spec.ClusterIP, "443")
+	logs := runToEnd(ctx, t, env, "real", node.Name, "connect", "testhost", "connect", target)
+	assert.Contains(t, logs, "connected to "+target, "the pod's connection to the kubernetes Service")
+}
+
+// runToEnd runs a pod of one container of the testhost image with args
+// on node, waits until it succeeds and returns its log.
+func runToEnd(ctx context.Context, t *testing.T, env *cluster.Env, ns, node, name string, args ...string) string {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			NodeName:      node,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "testhost", Image: cluster.TestHostImage, Command: args}},
+		},
+	}
+	_, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var last *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = p
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
+	})
+	b, logErr := env.Client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	require.NoError(t, err, "pod %s did not end: %s", name, describePod(last))
+	require.NoError(t, logErr, "pod %s's log", name)
+	require.Equal(t, corev1.PodSucceeded, last.Status.Phase, "pod %s: %s\n%s", name, describePod(last), b)
+	return string(b)
 }
 
 // describePod is a pod's phase and its containers' states, for a failure.
