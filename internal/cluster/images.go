@@ -111,23 +111,26 @@ func (e *Env) pushTestImages(ctx context.Context) error {
 // the example, the certificate tool) for this machine's architecture, as
 // `make images` does, and pushes them to the registry of the real nodes as
 // ImageRepository/<name>:tag, the references the manifests and the charts
-// name (the charts' appVersion is the tag they pull). It needs a real
-// node added first (AddRealNode starts the registry).
-func (e *Env) PushImages(ctx context.Context, tag string) error {
+// name (the charts' appVersion is the tag they pull). It returns each
+// image's digest (its index's), by name. It needs a real node added first
+// (AddRealNode starts the registry).
+func (e *Env) PushImages(ctx context.Context, tag string) (map[string]v1.Hash, error) {
 	e.mu.Lock()
 	reg := e.registry
 	e.mu.Unlock()
 	if reg == nil {
-		return fmt.Errorf("cluster: no registry to push fastover's images to: add a real node first (AddRealNode)")
+		return nil, fmt.Errorf("cluster: no registry to push fastover's images to: add a real node first (AddRealNode)")
 	}
 	imgs, err := buildImages(ctx, imagebuild.Binaries)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	digests := map[string]v1.Hash{}
 	for _, b := range imagebuild.Binaries {
 		if err := reg.Push(ctx, ImageRepository+"/"+b.Name+":"+tag, imgs[b.Name].Index, e.DialContext); err != nil {
-			return err
+			return nil, err
 		}
+		digests[b.Name] = imgs[b.Name].Digest
 	}
-	return nil
+	return digests, nil
 }

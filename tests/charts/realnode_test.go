@@ -1,0 +1,203 @@
+package charts_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastover/fastover/internal/certmanager"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/internal/netns"
+	"github.com/fastover/fastover/tests/charts"
+	"github.com/fastover/fastover/toleration"
+)
+
+// webhookSelector selects the chart's webhook pods.
+const webhookSelector = "app.kubernetes.io/name=fastover-webhook"
+
+// TestChartOnRealNodes is `helm install` of charts/fastover with its
+// default values (cert-manager mode) onto two real nodes, pulling the image
+// fastover's image build made (pushed to the test's registry under the
+// reference the chart names):
+//   - helm's --wait returns with the webhook's two pods Ready, one per
+//     node, running the image of the digest pushed: the kubelet mounted
+//     cert-manager's Secret and the rule's ConfigMap where the webhook reads
+//     them, under the chart's restricted securityContext;
+//   - kube-apiserver calls the webhook through the chart's Service, as the
+//     chart configures it (failurePolicy, timeoutSeconds), and a pod of a
+//     labelled namespace gets the 0 s unreachable toleration;
+//   - a renewed certificate is served by both pods, and `helm upgrade`
+//     that changes the rule (tolerationSeconds 0 → 5) is applied, both
+//     without a restart (the same pods, no container restarted).
+func TestChartOnRealNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	env := cluster.Start(t, cluster.Options{Netns: netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})})
+	certmanager.Start(t, env)
+	var nodes []string
+	for _, name := range []string{"real-1", "real-2"} {
+		n, err := env.AddRealNode(ctx, name)
+		require.NoError(t, err)
+		nodes = append(nodes, n.Name)
+	}
+	ch, err := charts.Load(charts.Webhook)
+	require.NoError(t, err)
+	began := time.Now()
+	digests, err := env.PushImages(ctx, ch.Metadata.AppVersion)
+	require.NoError(t, err)
+	t.Logf("fastover's images built and pushed as %s/*:%s in %v", cluster.ImageRepository, ch.Metadata.AppVersion, time.Since(began).Round(100*time.Millisecond))
+
+	require.NoError(t, env.CreateNamespace(ctx, systemNS, restricted(nil)))
+	h := newHelm(t, env, "fastover", systemNS)
+	began = time.Now()
+	h.install(ctx, t, charts.Webhook, 3*time.Minute)
+	t.Logf("helm install --wait returned after %v", time.Since(began).Round(100*time.Millisecond))
+
+	pods := webhookPods(ctx, t, env)
+	require.Len(t, pods, 2)
+	var on []string
+	for _, p := range pods {
+		on = append(on, p.Spec.NodeName)
+		require.Len(t, p.Status.ContainerStatuses, 1)
+		cs := p.Status.ContainerStatuses[0]
+		assert.True(t, cs.Ready, "pod %s Ready", p.Name)
+		assert.Equal(t, cluster.ImageRepository+"/fastover-webhook:"+ch.Metadata.AppVersion, cs.Image)
+		assert.Contains(t, cs.ImageID, "@"+digests["fastover-webhook"].String(), "pod %s runs the image pushed", p.Name)
+	}
+	slices.Sort(on)
+	assert.Equal(t, nodes, on, "one webhook pod per node")
+
+	mwc, err := env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "fastover", metav1.GetOptions{})
+	require.NoError(t, err)
+	wh := mwc.Webhooks[0]
+	require.NotNil(t, wh.ClientConfig.Service)
+	assert.Equal(t, "fastover-webhook", wh.ClientConfig.Service.Name)
+	values := ch.Values["webhook"].(map[string]any)
+	assert.EqualValues(t, values["failurePolicy"], *wh.FailurePolicy)
+	assert.EqualValues(t, values["timeoutSeconds"], *wh.TimeoutSeconds)
+
+	const probeNS = "real-probe"
+	require.NoError(t, env.CreateNamespace(ctx, probeNS, map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}))
+	require.NoError(t, install.WaitInjecting(ctx, env.Client, probeNS, time.Minute))
+	assert.Equal(t, int64(0), injectedSeconds(ctx, t, env, probeNS))
+
+	t.Run("RenewalWithoutRestart", func(t *testing.T) {
+		old := secretSerial(ctx, t, env)
+		for _, p := range pods {
+			require.Equal(t, old, servedSerial(ctx, t, env, p), "pod %s serves the Secret's certificate", p.Name)
+		}
+		rev, err := certmanager.Revision(ctx, env, systemNS, "fastover-webhook")
+		require.NoError(t, err)
+		require.NoError(t, certmanager.Renew(ctx, env, systemNS, "fastover-webhook"))
+		renewed := time.Now()
+		require.NoError(t, certmanager.WaitRevision(ctx, env, systemNS, "fastover-webhook", rev+1))
+		current := secretSerial(ctx, t, env)
+		require.NotEqual(t, old, current, "the renewal issued a new certificate")
+		t.Logf("certificate renewed (revision %d) %v after the request", rev+1, time.Since(renewed).Round(100*time.Millisecond))
+		for _, p := range pods {
+			require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+				return servedSerial(ctx, t, env, p) == current, nil
+			}), "pod %s does not serve the renewed certificate", p.Name)
+			t.Logf("pod %s on %s serves the renewed certificate %v after the request", p.Name, p.Spec.NodeName, time.Since(renewed).Round(100*time.Millisecond))
+		}
+		assertSamePods(ctx, t, env, pods)
+	})
+
+	t.Run("RuleChangeWithoutRestart", func(t *testing.T) {
+		began := time.Now()
+		h.upgrade(ctx, t, charts.Webhook, 3*time.Minute, "rule.tolerationSeconds=5")
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			return injectedSeconds(ctx, t, env, probeNS) == 5, nil
+		}), "pods are not injected with the upgraded rule")
+		t.Logf("helm upgrade (tolerationSeconds 0 → 5): pods injected with 5 s %v after the upgrade began", time.Since(began).Round(100*time.Millisecond))
+		assertSamePods(ctx, t, env, pods)
+	})
+}
+
+// webhookPods are the chart's webhook pods.
+func webhookPods(ctx context.Context, t *testing.T, env *cluster.Env) []corev1.Pod {
+	t.Helper()
+	list, err := env.Client.CoreV1().Pods(systemNS).List(ctx, metav1.ListOptions{LabelSelector: webhookSelector})
+	require.NoError(t, err)
+	return list.Items
+}
+
+// assertSamePods asserts that the webhook's pods are those given, none of
+// their containers restarted.
+func assertSamePods(ctx context.Context, t *testing.T, env *cluster.Env, pods []corev1.Pod) {
+	t.Helper()
+	now := webhookPods(ctx, t, env)
+	require.Len(t, now, len(pods))
+	uids := map[string]bool{}
+	for _, p := range pods {
+		uids[string(p.UID)] = true
+	}
+	for _, p := range now {
+		assert.True(t, uids[string(p.UID)], "pod %s is new", p.Name)
+		for _, cs := range p.Status.ContainerStatuses {
+			assert.Zero(t, cs.RestartCount, "pod %s's container %s restarted", p.Name, cs.Name)
+		}
+	}
+}
+
+// injectedSeconds creates (dry run) a pod in ns and returns the
+// unreachable toleration's seconds the webhook gave it (-1: none).
+func injectedSeconds(ctx context.Context, t *testing.T, env *cluster.Env, ns string) int64 {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: cluster.PauseImage}}},
+	}
+	got, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err)
+	i := toleration.EffectiveToleration(got.Spec.Tolerations, corev1.TaintNodeUnreachable)
+	if i < 0 || got.Spec.Tolerations[i].TolerationSeconds == nil {
+		return -1
+	}
+	return *got.Spec.Tolerations[i].TolerationSeconds
+}
+
+// secretSerial is the serial number of the certificate in the webhook's
+// serving Secret.
+func secretSerial(ctx context.Context, t *testing.T, env *cluster.Env) string {
+	t.Helper()
+	s, err := env.Client.CoreV1().Secrets(systemNS).Get(ctx, "fastover-webhook-tls", metav1.GetOptions{})
+	require.NoError(t, err)
+	block, _ := pem.Decode(s.Data[corev1.TLSCertKey])
+	require.NotNil(t, block, "the Secret's %s", corev1.TLSCertKey)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	return fmt.Sprint(cert.SerialNumber)
+}
+
+// servedSerial is the serial number of the certificate the pod's webhook
+// port serves ("" if it cannot be reached).
+func servedSerial(ctx context.Context, t *testing.T, env *cluster.Env, p corev1.Pod) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	raw, err := env.DialContext(ctx, "tcp", net.JoinHostPort(p.Status.PodIP, "9443"))
+	if err != nil {
+		return ""
+	}
+	c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the serial is read, nothing trusted
+	defer func() { _ = c.Close() }()
+	if err := c.HandshakeContext(ctx); err != nil {
+		return ""
+	}
+	return fmt.Sprint(c.ConnectionState().PeerCertificates[0].SerialNumber)
+}
