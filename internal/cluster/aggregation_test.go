@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestIssueClientCert(t *testing.T) {
 	// A client certificate signed by a CA of its own verifies for client
 	// authentication only, with its common name.
 	dir := t.TempDir()
-	p, err := newPKI(dir, "127.0.0.1")
+	p, err := newPKI(dir, "127.0.0.1", netip.MustParseAddr("10.96.0.1"))
 	require.NoError(t, err)
 	roots := x509.NewCertPool()
 	require.True(t, roots.AppendCertsFromPEM(p.frontProxyCA))

@@ -201,7 +201,7 @@ func New(opts Options) (env *Env, err error) {
 			return nil, err
 		}
 	}
-	if env.pki, err = newPKI(env.Dir, apiAddr); err != nil {
+	if env.pki, err = newPKI(env.Dir, apiAddr, env.serviceRange().Addr().Next()); err != nil {
 		return nil, fmt.Errorf("make certificates: %w", err)
 	}
 
@@ -266,6 +266,17 @@ func (e *Env) FrontProxyCA() []byte { return e.pki.frontProxyCA }
 // kube-apiserver does.
 func (e *Env) FrontProxyClientFiles() (certFile, keyFile string) {
 	return e.pki.proxyCert, e.pki.proxyKey
+}
+
+// serviceRange is kube-apiserver's --service-cluster-ip-range: in a
+// network namespace the documentation range the namespace routes
+// (netns.ServiceNet), else 10.96.0.0/16. Its first address is the
+// kubernetes Service's ClusterIP.
+func (e *Env) serviceRange() netip.Prefix {
+	if e.opts.Netns != nil {
+		return netns.ServiceNet
+	}
+	return netip.MustParsePrefix("10.96.0.0/16")
 }
 
 // Netns returns the network namespace the control plane runs in, or nil.
@@ -341,7 +352,7 @@ func (e *Env) startAPIServer(etcdURL string) error {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + e.pki.saPub,
 		"--service-account-signing-key-file=" + e.pki.saKey,
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + e.serviceRange().String(),
 		// The default reconciler refuses to publish a loopback address
 		// for the kubernetes Service.
 		"--endpoint-reconciler-type=none",
@@ -367,12 +378,8 @@ func (e *Env) startAPIServer(etcdURL string) error {
 	}
 	if e.opts.Netns != nil {
 		// In the namespace, the address is a real one of the pod range:
-		// the kubernetes Service gets it as its endpoint, and Services
-		// get ClusterIPs from the documentation range the namespace
-		// routes.
-		args = append(args,
-			"--service-cluster-ip-range="+netns.ServiceNet.String(),
-			"--endpoint-reconciler-type=lease")
+		// the kubernetes Service gets it as its endpoint.
+		args = append(args, "--endpoint-reconciler-type=lease")
 	}
 	p := e.add(APIServer, filepath.Join(e.bin, binAPIServer), append(args, e.opts.APIServerFlags...)...)
 	p.Env = e.opts.APIServerEnv

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -49,13 +50,18 @@ type pki struct {
 const FrontProxyClientCN = "front-proxy-client"
 
 // newPKI writes a fresh PKI into dir; the serving certificate names the
-// address kube-apiserver binds besides the usual names.
-func newPKI(dir, apiAddr string) (*pki, error) {
+// address kube-apiserver binds and, as a cluster's does, the kubernetes
+// Service: its ClusterIP (serviceIP, where pods reach the API server) and
+// its DNS names.
+func newPKI(dir, apiAddr string, serviceIP netip.Addr) (*pki, error) {
 	ca, err := certs.NewCA("fastover-test-ca", 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	hosts := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "127.0.0.1"}
+	hosts := []string{
+		"localhost", "127.0.0.1", serviceIP.String(),
+		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+	}
 	if apiAddr != "127.0.0.1" {
 		hosts = append(hosts, apiAddr)
 	}

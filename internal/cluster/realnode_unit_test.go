@@ -83,3 +83,16 @@ func TestAddRealNodeRefusesBadInput(t *testing.T) {
 	_, err := e.AddRealNode(context.Background(), "real-1")
 	assert.ErrorContains(t, err, "needs the control plane in a network namespace")
 }
+
+// TestServingCertificateNamesTheKubernetesService: pods reach the API
+// server at the kubernetes Service's ClusterIP, or its DNS names, and
+// verify its certificate there (in-cluster client-go does).
+func TestServingCertificateNamesTheKubernetesService(t *testing.T) {
+	dir := t.TempDir()
+	p, err := newPKI(dir, "192.0.2.254", netip.MustParseAddr("198.51.100.1"))
+	require.NoError(t, err)
+	cert := readCert(t, p.serveCert)
+	for _, host := range []string{"198.51.100.1", "192.0.2.254", "127.0.0.1", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"} {
+		assert.NoError(t, cert.VerifyHostname(host), host)
+	}
+}

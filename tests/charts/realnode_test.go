@@ -9,14 +9,19 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/internal/certmanager"
 	"github.com/fastover/fastover/internal/cluster"
@@ -42,7 +47,11 @@ const webhookSelector = "app.kubernetes.io/name=fastover-webhook"
 //     labelled namespace gets the 0 s unreachable toleration;
 //   - a renewed certificate is served by both pods, and `helm upgrade`
 //     that changes the rule (tolerationSeconds 0 → 5) is applied, both
-//     without a restart (the same pods, no container restarted).
+//     without a restart (the same pods, no container restarted);
+//   - with failurePolicy Fail and a client creating a pod every 20 ms: a
+//     `helm upgrade` of the rule, `kubectl rollout restart` of the
+//     webhook and a drain (evictions, the PodDisruptionBudget holding) of
+//     one webhook pod's node fail no admission and leave no pod uninjected.
 func TestChartOnRealNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -126,6 +135,130 @@ func TestChartOnRealNodes(t *testing.T) {
 		t.Logf("helm upgrade (tolerationSeconds 0 → 5): pods injected with 5 s %v after the upgrade began", time.Since(began).Round(100*time.Millisecond))
 		assertSamePods(ctx, t, env, pods)
 	})
+
+	t.Run("UpgradeRestartDrainUnderFail", func(t *testing.T) {
+		h.upgrade(ctx, t, charts.Webhook, 3*time.Minute, "webhook.failurePolicy=Fail")
+		const ns = "real-stream"
+		require.NoError(t, env.CreateNamespace(ctx, ns, restricted(map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue})))
+		stream := startPodStream(ctx, env, ns)
+		defer stream.finish()
+		stream.waitMark(ctx, t, "unreachable=0s", 20)
+
+		began := time.Now()
+		h.upgrade(ctx, t, charts.Webhook, 3*time.Minute, "webhook.failurePolicy=Fail", "rule.tolerationSeconds=5")
+		stream.waitMark(ctx, t, "unreachable=5s", 20)
+		t.Logf("helm upgrade (rule 0 → 5 s) served %v after it began", time.Since(began).Round(100*time.Millisecond))
+
+		began = time.Now()
+		rolloutRestart(ctx, t, env, systemNS, "fastover-webhook")
+		t.Logf("rollout restart of the webhook's Deployment complete after %v", time.Since(began).Round(100*time.Millisecond))
+		stream.waitMark(ctx, t, "unreachable=5s", 20)
+
+		node := webhookPods(ctx, t, env)[0].Spec.NodeName
+		began = time.Now()
+		evictions := drain(ctx, t, env, node)
+		t.Logf("drain of %s (%s): %d eviction requests (%d refused by the PodDisruptionBudget), the pods replaced after %v",
+			node, strings.Join(evictions.pods, ", "), evictions.requests, evictions.refused, time.Since(began).Round(100*time.Millisecond))
+		stream.waitMark(ctx, t, "unreachable=5s", 20)
+		uncordon(ctx, t, env, node)
+
+		stream.finish()
+		stream.mu.Lock()
+		defer stream.mu.Unlock()
+		t.Logf("failurePolicy Fail, a pod every 20 ms through upgrade, rollout restart and drain: %d pods tried, %d with 0 s, %d with 5 s, %d failed, %d not injected, slowest creation %v",
+			stream.attempts, stream.marks["unreachable=0s"], stream.marks["unreachable=5s"], len(stream.errs), len(stream.notInjected), stream.maxLatency.Round(time.Millisecond))
+		assert.Empty(t, stream.errs, "failed admissions")
+		assert.Empty(t, stream.notInjected, "pods admitted without injection")
+		for _, p := range webhookPods(ctx, t, env) {
+			assert.NotEqual(t, node, p.Spec.NodeName, "pod %s on the drained node", p.Name)
+		}
+	})
+}
+
+// rolloutRestart is `kubectl rollout restart` of the Deployment and
+// `kubectl rollout status`: it returns once the rollout is complete.
+func rolloutRestart(ctx context.Context, t *testing.T, env *cluster.Env, ns, name string) {
+	t.Helper()
+	generation := rolloutRestartStart(ctx, t, env, ns, name)
+	require.NoError(t, waitRollout(ctx, env, ns, name, generation, 3*time.Minute), "rollout of %s/%s", ns, name)
+}
+
+// rolloutRestartStart is `kubectl rollout restart`: it changes the pod
+// template's restartedAt annotation and returns the Deployment's new
+// generation.
+func rolloutRestartStart(ctx context.Context, t *testing.T, env *cluster.Env, ns, name string) int64 {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	d, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+	return d.Generation
+}
+
+// waitRollout waits as `kubectl rollout status` does: the Deployment's
+// controller saw generation, every replica updated and available, no old
+// one left.
+func waitRollout(ctx context.Context, env *cluster.Env, ns, name string, generation int64, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || d.Status.ObservedGeneration < generation {
+			return false, nil
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		s := d.Status
+		return s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want, nil
+	})
+}
+
+// evictions counts a drain's eviction requests.
+type evictions struct {
+	pods              []string
+	requests, refused int
+}
+
+// drain is `kubectl drain --ignore-daemonsets`: it cordons the node, evicts
+// each of its pods through the Eviction API (retrying those a
+// PodDisruptionBudget refuses, with 429, every 500 ms as kubectl does
+// every 5 s) and waits until they are gone and the webhook's Deployment
+// is whole again.
+func drain(ctx context.Context, t *testing.T, env *cluster.Env, node string) evictions {
+	t.Helper()
+	var ev evictions
+	_, err := env.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	list, err := env.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	require.NoError(t, err)
+	for _, p := range list.Items {
+		ev.pods = append(ev.pods, p.Namespace+"/"+p.Name)
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			ev.requests++
+			err := env.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+			switch {
+			case err == nil || apierrors.IsNotFound(err):
+				return true, nil
+			case apierrors.IsTooManyRequests(err):
+				ev.refused++
+				return false, nil
+			}
+			return false, err
+		}), "evict %s/%s", p.Namespace, p.Name)
+	}
+	for _, p := range list.Items {
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := env.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err) || (err == nil && got.UID != p.UID), nil
+		}), "pod %s/%s still on %s", p.Namespace, p.Name, node)
+	}
+	d, err := env.Client.AppsV1().Deployments(systemNS).Get(ctx, "fastover-webhook", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, waitRollout(ctx, env, systemNS, "fastover-webhook", d.Generation, 2*time.Minute))
+	return ev
+}
+
+// uncordon is `kubectl uncordon`.
+func uncordon(ctx context.Context, t *testing.T, env *cluster.Env, node string) {
+	t.Helper()
+	_, err := env.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
 }
 
 // webhookPods are the chart's webhook pods.

@@ -1,0 +1,216 @@
+package charts_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fastover/fastover/internal/certmanager"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/netns"
+	"github.com/fastover/fastover/tests/charts"
+	"github.com/fastover/fastover/toleration"
+)
+
+// exampleSelector selects the example chart's pods.
+const exampleSelector = "app.kubernetes.io/name=fastover-example"
+
+// plannedGap is the most a client may wait for an answer across a planned
+// handover (the leader stopped by SIGTERM releases its Lease; the next
+// publishes itself and kube-proxy syncs), with room for a loaded machine.
+const plannedGap = 5 * time.Second
+
+// TestExampleChartOnRealNodes is `helm install` of charts/fastover-example
+// (ha: true, its default) onto three real nodes, beside charts/fastover:
+//   - the three replicas run one per node (the chart's spread), one leads,
+//     and the Service's only endpoint is the leader's pod IP (POD_IP from
+//     the downward API);
+//   - a client in a pod of another node calls the ClusterIP through its
+//     node's kube-proxy, on connections it keeps, and the leader answers;
+//   - `kubectl rollout restart` completes (rollout status returns), the
+//     client waiting at most a planned handover's gap;
+//   - `ha: false` runs one replica that publishes itself, and switching
+//     1 → 3 → 1 live touches nothing else (the Service is the same object,
+//     at the same resourceVersion), each switch within a planned gap.
+func TestExampleChartOnRealNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	env := cluster.Start(t, cluster.Options{Netns: netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})})
+	certmanager.Start(t, env)
+	var nodes []string
+	for _, name := range []string{"real-1", "real-2", "real-3"} {
+		n, err := env.AddRealNode(ctx, name)
+		require.NoError(t, err)
+		nodes = append(nodes, n.Name)
+	}
+	ch, err := charts.Load(charts.Example)
+	require.NoError(t, err)
+	_, err = env.PushImages(ctx, ch.Metadata.AppVersion)
+	require.NoError(t, err)
+	require.NoError(t, env.CreateNamespace(ctx, systemNS, restricted(nil)))
+	newHelm(t, env, "fastover", systemNS).install(ctx, t, charts.Webhook, 3*time.Minute)
+
+	require.NoError(t, env.CreateNamespace(ctx, exampleNS, restricted(map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue})))
+	h := newHelm(t, env, "fastover-example", exampleNS)
+	began := time.Now()
+	h.install(ctx, t, charts.Example, 3*time.Minute)
+	t.Logf("helm install fastover-example --wait returned after %v", time.Since(began).Round(100*time.Millisecond))
+	svc0, err := env.Client.CoreV1().Services(exampleNS).Get(ctx, "fastover-example", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, svc0.Spec.Selector)
+
+	pods := examplePods(ctx, t, env)
+	require.Len(t, pods, 3)
+	var on []string
+	for _, p := range pods {
+		on = append(on, p.Spec.NodeName)
+		i := toleration.EffectiveToleration(p.Spec.Tolerations, corev1.TaintNodeUnreachable)
+		require.GreaterOrEqual(t, i, 0, "pod %s injected", p.Name)
+		assert.Equal(t, int64(0), *p.Spec.Tolerations[i].TolerationSeconds, "pod %s's unreachable toleration", p.Name)
+	}
+	slices.Sort(on)
+	assert.Equal(t, nodes, on, "one replica per node")
+	leader := waitPublished(ctx, t, env, "")
+
+	const clientNS = "real-client"
+	require.NoError(t, env.CreateNamespace(ctx, clientNS, nil))
+	var clientNode string
+	for _, n := range nodes {
+		if n != leader.Spec.NodeName {
+			clientNode = n
+			break
+		}
+	}
+	url := "http://" + net.JoinHostPort(svc0.Spec.ClusterIP, "8080") + "/"
+	client := startPodClient(ctx, t, env, clientNS, "client", clientNode, url)
+	began = time.Now()
+	waitAnswer(ctx, t, client, leader.Identity, began)
+	t.Logf("the client on %s, through the ClusterIP %s, reaches the leader %s on %s", clientNode, svc0.Spec.ClusterIP, leader.Name, leader.Spec.NodeName)
+
+	phase := func(name string, since time.Time) {
+		t.Helper()
+		time.Sleep(2 * time.Second) // calls after the change
+		s := statsOf(client.calls(ctx, t, since))
+		t.Logf("%s: %d calls, %d failed, answered by %v, longest gap %v", name, s.calls, s.failed, s.answered, s.longestGap.Round(time.Millisecond))
+		assert.Less(t, s.longestGap, plannedGap, "%s: longer than a planned handover", name)
+	}
+
+	began = time.Now()
+	d := rolloutRestartStart(ctx, t, env, exampleNS, "fastover-example")
+	require.NoError(t, waitRollout(ctx, env, exampleNS, "fastover-example", d, 4*time.Minute), "rollout status")
+	t.Logf("rollout restart complete (rollout status returned) after %v", time.Since(began).Round(100*time.Millisecond))
+	leader = waitPublished(ctx, t, env, "")
+	waitAnswer(ctx, t, client, leader.Identity, time.Now())
+	phase("rollout restart", began)
+
+	for _, step := range []struct {
+		ha       bool
+		replicas int
+	}{{false, 1}, {true, 3}, {false, 1}} {
+		name := fmt.Sprintf("helm upgrade --set ha=%t", step.ha)
+		began := time.Now()
+		h.upgrade(ctx, t, charts.Example, 3*time.Minute, fmt.Sprintf("ha=%t", step.ha))
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			return len(examplePods(ctx, t, env)) == step.replicas, nil
+		}), "%s: %d replicas", name, step.replicas)
+		leader = waitPublished(ctx, t, env, "")
+		waitAnswer(ctx, t, client, leader.Identity, time.Now())
+		_, err := env.Client.PolicyV1().PodDisruptionBudgets(exampleNS).Get(ctx, "fastover-example", metav1.GetOptions{})
+		assert.Equal(t, step.ha, err == nil, "%s: a PodDisruptionBudget (%v)", name, err)
+		phase(fmt.Sprintf("%s (%d replica(s), leader %s)", name, step.replicas, leader.Name), began)
+	}
+	svc1, err := env.Client.CoreV1().Services(exampleNS).Get(ctx, "fastover-example", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, svc0.UID, svc1.UID)
+	assert.Equal(t, svc0.ResourceVersion, svc1.ResourceVersion, "the upgrades touched the Service")
+}
+
+// examplePods are the example's pods that are not terminating.
+func examplePods(ctx context.Context, t *testing.T, env *cluster.Env) []corev1.Pod {
+	t.Helper()
+	list, err := env.Client.CoreV1().Pods(exampleNS).List(ctx, metav1.ListOptions{LabelSelector: exampleSelector})
+	require.NoError(t, err)
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// published is the example's leader as the cluster shows it.
+type published struct {
+	corev1.Pod
+	// Identity is its identity in the Lease, and its answer: its pod's
+	// name, "_", and a suffix of its process (leader.DefaultIdentity).
+	Identity string
+}
+
+// waitPublished waits until the Lease's holder is a running example pod
+// (other than the pod named not, if given) whose pod IP is the only
+// endpoint of the Service's EndpointSlices, and returns it.
+func waitPublished(ctx context.Context, t *testing.T, env *cluster.Env, not string) published {
+	t.Helper()
+	var leader published
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		lease, err := env.Client.CoordinationV1().Leases(exampleNS).Get(ctx, "fastover-example", metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil {
+			last = fmt.Sprintf("lease: %v", err)
+			return false, nil
+		}
+		holder := *lease.Spec.HolderIdentity
+		podName, _, _ := strings.Cut(holder, "_")
+		if podName == not {
+			last = "the Lease still names " + holder
+			return false, nil
+		}
+		p, err := env.Client.CoreV1().Pods(exampleNS).Get(ctx, podName, metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+			last = fmt.Sprintf("the holder %s is no running pod (%v)", holder, err)
+			return false, nil
+		}
+		eps, err := env.Client.DiscoveryV1().EndpointSlices(exampleNS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=fastover-example"})
+		if err != nil {
+			return false, nil
+		}
+		var addrs []string
+		for _, s := range eps.Items {
+			for _, ep := range s.Endpoints {
+				addrs = append(addrs, ep.Addresses...)
+			}
+		}
+		last = fmt.Sprintf("holder %s at %s, endpoints %v", holder, p.Status.PodIP, addrs)
+		leader = published{Pod: *p, Identity: holder}
+		return len(addrs) == 1 && addrs[0] == p.Status.PodIP, nil
+	})
+	require.NoError(t, err, "no leader published as the Service's only endpoint: %s", last)
+	return leader
+}
+
+// waitAnswer waits until the client, since then, got an answer from the
+// replica named id.
+func waitAnswer(ctx context.Context, t *testing.T, c *podClient, id string, since time.Time) {
+	t.Helper()
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, call := range c.calls(ctx, t, since) {
+			if call.ok && call.answer == id {
+				return true, nil
+			}
+		}
+		return false, nil
+	}), "the client got no answer from %s", id)
+}
