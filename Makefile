@@ -117,8 +117,10 @@ test: tools fmt-check vet tidy-check lint cover e2e charts-test ## everything CI
 # The Helm charts (charts/) are tested by a Go module of their own,
 # tests/charts, so that helm's SDK stays out of fastover's go.mod.
 .PHONY: charts-test
-charts-test: ## Helm charts: lint, schema, drift against manifests/, install on a local control plane
-	@tests/tools/build.sh etcd kwok kube certmanager
+charts-test: ## Helm charts: lint, schema, drift against manifests/, install on a local control plane (and, as root, helm install onto real nodes)
+	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager
+	@tests/tools/netfilter.sh
+	@tests/tools/podman.sh
 	cd tests/charts && GOWORK=off go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v ./...
 
 # make images: an OCI image index per binary (fastover-webhook,

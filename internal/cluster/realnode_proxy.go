@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -88,7 +89,7 @@ func (n *RealNode) waitProxy(ctx context.Context, timeout time.Duration) error {
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("kube-proxy did not sync within %v: %w (%v)\n%s", timeout, err, last, n.proxy.Tail(15))
+		return fmt.Errorf("kube-proxy did not sync within %v: %w\n%s", timeout, errors.Join(err, last), n.proxy.Tail(15))
 	}
 	return nil
 }

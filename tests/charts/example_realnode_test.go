@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -42,18 +43,32 @@ const plannedGap = 5 * time.Second
 //   - `kubectl rollout restart` completes (rollout status returns), the
 //     client waiting at most a planned handover's gap;
 //   - `ha: false` runs one replica that publishes itself, and switching
-//     1 → 3 → 1 live touches nothing else (the Service is the same object,
-//     at the same resourceVersion), each switch within a planned gap.
+//     1 → 3 → 1 → 3 live touches nothing else (the Service is the same
+//     object, at the same resourceVersion), each switch within a planned
+//     gap;
+//   - the leader's node is cut off (NodeMonitorGracePeriod 10 s): a
+//     standby on another node answers the client (in a pod of a third
+//     node) within the lease + 3 s; the old leader's pod is evicted (the
+//     webhook gave it the 0 s toleration) and replaced, and its
+//     replacement joins as a standby; when the node comes back, its
+//     kubelet ends the old container and only the new leader answers
+//     (the old pod's answers before that are counted).
 func TestExampleChartOnRealNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	env := cluster.Start(t, cluster.Options{Netns: netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})})
+	const grace = 10 * time.Second
+	env := cluster.Start(t, cluster.Options{
+		NodeMonitorGracePeriod: grace,
+		Netns:                  netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}}),
+	})
 	certmanager.Start(t, env)
 	var nodes []string
+	realNodes := map[string]*cluster.RealNode{}
 	for _, name := range []string{"real-1", "real-2", "real-3"} {
 		n, err := env.AddRealNode(ctx, name)
 		require.NoError(t, err)
 		nodes = append(nodes, n.Name)
+		realNodes[n.Name] = n
 	}
 	ch, err := charts.Load(charts.Example)
 	require.NoError(t, err)
@@ -118,7 +133,7 @@ func TestExampleChartOnRealNodes(t *testing.T) {
 	for _, step := range []struct {
 		ha       bool
 		replicas int
-	}{{false, 1}, {true, 3}, {false, 1}} {
+	}{{false, 1}, {true, 3}, {false, 1}, {true, 3}} {
 		name := fmt.Sprintf("helm upgrade --set ha=%t", step.ha)
 		began := time.Now()
 		h.upgrade(ctx, t, charts.Example, 3*time.Minute, fmt.Sprintf("ha=%t", step.ha))
@@ -135,6 +150,110 @@ func TestExampleChartOnRealNodes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, svc0.UID, svc1.UID)
 	assert.Equal(t, svc0.ResourceVersion, svc1.ResourceVersion, "the upgrades touched the Service")
+
+	t.Run("LeaderNodeCut", func(t *testing.T) {
+		old := waitPublished(ctx, t, env, "")
+		lost := realNodes[old.Spec.NodeName]
+		var clientAt string
+		for _, n := range nodes {
+			if n != lost.Name {
+				clientAt = n
+				break
+			}
+		}
+		watcher := startPodClient(ctx, t, env, clientNS, "watcher", clientAt, url)
+		waitAnswer(ctx, t, watcher, old.Identity, time.Now())
+		lease := 15 * time.Second // the chart's election.leaseDuration
+
+		cut := time.Now()
+		require.NoError(t, lost.Partition(true))
+		t.Logf("%s, the leader %s's node, cut off; the client on %s", lost.Name, old.Identity, clientAt)
+		var first clientCall
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			for _, c := range watcher.calls(ctx, t, cut) {
+				if c.ok && c.answer != old.Identity {
+					first = c
+					return true, nil
+				}
+			}
+			return false, nil
+		}), "no standby answered after the cut")
+		failover := first.at.Sub(cut)
+		t.Logf("a standby (%s) answered through the ClusterIP %v after the cut (lease %v)", first.answer, failover.Round(time.Millisecond), lease)
+		assert.Less(t, failover, lease+3*time.Second, "the failover took longer than the lease + 3 s")
+		next := waitPublished(ctx, t, env, old.Name)
+		assert.Equal(t, first.answer, next.Identity)
+
+		// The old leader's pod is evicted at the taint (0 s toleration),
+		// and a replacement joins as a standby.
+		var evicted time.Duration
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := env.Client.CoreV1().Pods(exampleNS).Get(ctx, old.Name, metav1.GetOptions{})
+			if err == nil && p.DeletionTimestamp == nil {
+				return false, nil
+			}
+			evicted = time.Since(cut)
+			return true, nil
+		}), "the old leader's pod was not evicted")
+		var standby corev1.Pod
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			for _, p := range examplePods(ctx, t, env) {
+				if p.Spec.NodeName != lost.Name && p.Name != next.Name && p.CreationTimestamp.After(cut) && podReady(p) {
+					standby = p
+					return true, nil
+				}
+			}
+			return false, nil
+		}), "no replacement joined")
+		t.Logf("the old leader's pod evicted %v after the cut (grace %v); its replacement %s Ready on %s %v after the cut",
+			evicted.Round(100*time.Millisecond), grace, standby.Name, standby.Spec.NodeName, time.Since(cut).Round(100*time.Millisecond))
+		holder := waitPublished(ctx, t, env, old.Name)
+		assert.Equal(t, next.Identity, holder.Identity, "the replacement took the lead")
+
+		// The node comes back: its kubelet ends the old container, and
+		// nothing answers from it after that. Before that, the old pod
+		// may answer: its container, restarted by its kubelet when the
+		// leader lost its Lease, runs as a standby, and a connection the
+		// client began during the cut (Go's transport dials on for 30 s
+		// after the request gave up; the SYN's conntrack entry holds the
+		// old endpoint) reaches it when the SYN gets through.
+		require.NoError(t, lost.Partition(false))
+		healed := time.Now()
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := env.Client.CoreV1().Pods(exampleNS).Get(ctx, old.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}), "the old leader's pod is still there after the node came back")
+		gone := time.Now()
+		var stale []string
+		for _, c := range watcher.calls(ctx, t, healed) {
+			if c.at.Before(gone) && c.ok && strings.HasPrefix(c.answer, old.Name+"_") {
+				stale = append(stale, fmt.Sprintf("%s at +%v", c.answer, c.at.Sub(healed).Round(time.Millisecond)))
+			}
+		}
+		t.Logf("the node back: the old leader's pod gone %v later (its kubelet ended it); before that the old pod answered %d call(s): %v",
+			gone.Sub(healed).Round(100*time.Millisecond), len(stale), stale)
+		time.Sleep(2 * time.Second)
+		s := statsOf(watcher.calls(ctx, t, gone))
+		assert.Equal(t, []string{next.Identity}, s.answered, "answers once the old pod is gone")
+		assert.Zero(t, s.failed, "calls failed once the old pod is gone")
+		dialCtx, cancelDial := context.WithTimeout(ctx, 3*time.Second)
+		defer cancelDial()
+		conn, err := env.DialContext(dialCtx, "tcp", net.JoinHostPort(old.Status.PodIP, "8080"))
+		if err == nil {
+			_ = conn.Close()
+		}
+		assert.Error(t, err, "the old leader's address %s still accepts connections", old.Status.PodIP)
+	})
+}
+
+// podReady reports whether the pod's Ready condition is true.
+func podReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // examplePods are the example's pods that are not terminating.

@@ -247,7 +247,7 @@ func startPodStream(ctx context.Context, env *cluster.Env, ns string) *podStream
 				Spec: corev1.PodSpec{
 					// No node has the label: the pods stay Pending (real
 					// nodes would run 50 pods a second otherwise).
-					NodeSelector: map[string]string{"fastover.io/test-no-node": "true"},
+					NodeSelector:    map[string]string{"fastover.io/test-no-node": "true"},
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", SecurityContext: &corev1.SecurityContext{
 						AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},

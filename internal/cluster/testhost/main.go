@@ -80,8 +80,12 @@ func get(args []string) error {
 	out := bufio.NewWriter(os.Stdout)
 	for i := 0; *count == 0 || i < *count; i++ {
 		began := time.Now()
-		fmt.Fprintf(out, "%s %s\n", began.UTC().Format(time.RFC3339Nano), call(c, fs.Arg(0)))
-		_ = out.Flush()
+		if _, err := fmt.Fprintf(out, "%s %s\n", began.UTC().Format(time.RFC3339Nano), call(c, fs.Arg(0))); err != nil {
+			return err
+		}
+		if err := out.Flush(); err != nil {
+			return err
+		}
 		time.Sleep(time.Until(began.Add(*every)))
 	}
 	return nil
