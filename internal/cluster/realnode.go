@@ -215,11 +215,18 @@ func (n *RealNode) start(ctx context.Context, runc string) error {
 	return n.waitProxy(ctx, time.Minute)
 }
 
-// waitReady waits until the Node is Ready with a heartbeat after since.
+// waitReady waits until the Node is Ready with a heartbeat after since,
+// and schedulable: without the not-ready taint.
 func (n *RealNode) waitReady(ctx context.Context, since time.Time, timeout time.Duration) error {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		node, err := n.env.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
+			return false, nil
+		}
+		// The scheduler skips a node until the node lifecycle controller
+		// has seen it Ready and lifted the not-ready taint it registers
+		// with.
+		if HasTaint(node, corev1.TaintNodeNotReady, corev1.TaintEffectNoSchedule) {
 			return false, nil
 		}
 		for _, c := range node.Status.Conditions {

@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +25,6 @@ import (
 	"github.com/fastover/fastover/internal/certmanager"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
-	"github.com/fastover/fastover/internal/netns"
 	"github.com/fastover/fastover/tests/charts"
 	"github.com/fastover/fastover/toleration"
 )
@@ -42,8 +40,9 @@ const webhookSelector = "app.kubernetes.io/name=fastover-webhook"
 //     node, running the image of the digest pushed: the kubelet mounted
 //     cert-manager's Secret and the rule's ConfigMap where the webhook reads
 //     them, under the chart's restricted securityContext;
-//   - kube-apiserver calls the webhook through the chart's Service, as the
-//     chart configures it (failurePolicy, timeoutSeconds), and a pod of a
+//   - kube-apiserver calls the webhook through the chart's Service (its
+//     ClusterIP, by the kube-proxy of its machine: realEnv), as the chart
+//     configures it (failurePolicy, timeoutSeconds), and a pod of a
 //     labelled namespace gets the 0 s unreachable toleration;
 //   - a renewed certificate is served by both pods, and `helm upgrade`
 //     that changes the rule (tolerationSeconds 0 → 5) is applied, both
@@ -55,14 +54,8 @@ const webhookSelector = "app.kubernetes.io/name=fastover-webhook"
 func TestChartOnRealNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	env := cluster.Start(t, cluster.Options{Netns: netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})})
-	certmanager.Start(t, env)
-	var nodes []string
-	for _, name := range []string{"real-1", "real-2"} {
-		n, err := env.AddRealNode(ctx, name)
-		require.NoError(t, err)
-		nodes = append(nodes, n.Name)
-	}
+	nodes := []string{"real-1", "real-2"}
+	env, _ := realEnv(ctx, t, cluster.Options{}, nodes...)
 	ch, err := charts.Load(charts.Webhook)
 	require.NoError(t, err)
 	began := time.Now()
