@@ -147,9 +147,35 @@ func TestChartOnRealNodes(t *testing.T) {
 		t.Logf("rollout restart of the webhook's Deployment complete after %v", time.Since(began).Round(100*time.Millisecond))
 		stream.waitMark(ctx, t, "unreachable=5s", 20)
 
-		node := webhookPods(ctx, t, env)[0].Spec.NodeName
+		var webhooks []corev1.Pod
+		for _, p := range webhookPods(ctx, t, env) {
+			if p.DeletionTimestamp == nil {
+				webhooks = append(webhooks, p)
+			}
+		}
+		node := webhooks[0].Spec.NodeName
+		// The PodDisruptionBudget (minAvailable 1) holds: once the
+		// drain has evicted a webhook pod, the eviction of one on the
+		// other node is refused until the replacement is Ready.
+		refused := -1
+		checkPDB := func() {
+			for _, p := range webhooks {
+				if p.Spec.NodeName != node {
+					err := env.Client.PolicyV1().Evictions(systemNS).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: systemNS}})
+					assert.True(t, apierrors.IsTooManyRequests(err), "evicting %s while the drained pod is replaced: %v, want 429 from the PodDisruptionBudget", p.Name, err)
+					refused = 0
+					if apierrors.IsTooManyRequests(err) {
+						refused = 1
+					}
+					return
+				}
+			}
+		}
 		began = time.Now()
-		evictions := drain(ctx, t, env, node)
+		evictions := drain(ctx, t, env, node, checkPDB)
+		if refused >= 0 {
+			t.Logf("the PodDisruptionBudget refused the eviction of the other node's webhook pod during the drain: %t", refused == 1)
+		}
 		t.Logf("drain of %s (%s): %d eviction requests (%d refused by the PodDisruptionBudget), the pods replaced after %v",
 			node, strings.Join(evictions.pods, ", "), evictions.requests, evictions.refused, time.Since(began).Round(100*time.Millisecond))
 		stream.waitMark(ctx, t, "unreachable=5s", 20)
@@ -212,10 +238,12 @@ type evictions struct {
 // each of its pods through the Eviction API (retrying those a
 // PodDisruptionBudget refuses, with 429, every 500 ms as kubectl does
 // every 5 s) and waits until they are gone and the webhook's Deployment
-// is whole again.
-func drain(ctx context.Context, t *testing.T, env *cluster.Env, node string) evictions {
+// is whole again. afterFirst, if set, runs right after the first webhook
+// pod that was not terminating is evicted.
+func drain(ctx context.Context, t *testing.T, env *cluster.Env, node string, afterFirst func()) evictions {
 	t.Helper()
 	var ev evictions
+	first := true
 	_, err := env.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	list, err := env.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
@@ -227,6 +255,10 @@ func drain(ctx context.Context, t *testing.T, env *cluster.Env, node string) evi
 			err := env.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
 			switch {
 			case err == nil || apierrors.IsNotFound(err):
+				if err == nil && first && afterFirst != nil && p.DeletionTimestamp == nil && p.Labels["app.kubernetes.io/name"] == "fastover-webhook" {
+					first = false
+					afterFirst()
+				}
 				return true, nil
 			case apierrors.IsTooManyRequests(err):
 				ev.refused++
