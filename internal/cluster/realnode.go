@@ -21,6 +21,7 @@ import (
 	clientcmd "k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/netns"
 )
 
@@ -75,8 +76,6 @@ type RealNode struct {
 	dir        string
 	hubLink    string // its veth's end in the hub
 	cgroup     string // its cgroup root's name: fastover-<pid>-n<seq>
-	certFile   string
-	keyFile    string
 	containerd *Process
 	kubelet    *Process
 	proxy      *Process // kube-proxy
@@ -162,14 +161,7 @@ func (n *RealNode) start(ctx context.Context, runc string) error {
 	if err != nil {
 		return err
 	}
-	n.certFile, n.keyFile = filepath.Join(n.dir, "kubelet", "client.crt"), filepath.Join(n.dir, "kubelet", "client.key")
-	if err := os.MkdirAll(filepath.Dir(n.certFile), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(n.certFile, kp.CertPEM, 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(n.keyFile, kp.KeyPEM, 0o600); err != nil {
+	if err := e.writeClientKubeconfig(filepath.Join(n.dir, "kubelet"), "system:node:"+n.Name, kp); err != nil {
 		return err
 	}
 	if err := n.writeConfigs(e, runc); err != nil {
@@ -265,15 +257,26 @@ func (n *RealNode) Stop() {
 	}
 }
 
-// writeKubeconfigCert writes a kubeconfig for the API server that
-// authenticates with a client certificate.
-func (e *Env) writeKubeconfigCert(path, user, certFile, keyFile string) error {
+// writeClientKubeconfig writes into dir the client certificate kp of
+// user (client.crt, client.key) and a kubeconfig for the API server that
+// authenticates with it (kubeconfig).
+func (e *Env) writeClientKubeconfig(dir, user string, kp *certs.KeyPair) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	certFile, keyFile := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	if err := os.WriteFile(certFile, kp.CertPEM, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, kp.KeyPEM, 0o600); err != nil {
+		return err
+	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthority: e.pki.caFile}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
 	cfg.CurrentContext = "local"
-	return clientcmd.WriteToFile(*cfg, path)
+	return clientcmd.WriteToFile(*cfg, filepath.Join(dir, "kubeconfig"))
 }
 
 // Partition cuts the node off the hub (cut true) or joins it again: its

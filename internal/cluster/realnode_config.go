@@ -156,7 +156,7 @@ func (n *RealNode) writeConfigs(e *Env, runc string) error {
 			return err
 		}
 	}
-	return e.writeKubeconfigCert(filepath.Join(n.dir, "kubelet", "kubeconfig"), "system:node:"+n.Name, n.certFile, n.keyFile)
+	return nil
 }
 
 // cgroupName is the node's cgroup root, in every hierarchy.

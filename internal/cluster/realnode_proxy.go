@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -48,18 +47,7 @@ func (n *RealNode) startProxy() error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(n.dir, "kube-proxy")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	cert, key := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
-	if err := os.WriteFile(cert, kp.CertPEM, 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(key, kp.KeyPEM, 0o600); err != nil {
-		return err
-	}
-	if err := e.writeKubeconfigCert(filepath.Join(dir, "kubeconfig"), "system:kube-proxy", cert, key); err != nil {
+	if err := e.writeClientKubeconfig(filepath.Join(n.dir, "kube-proxy"), "system:kube-proxy", kp); err != nil {
 		return err
 	}
 	n.proxy = NewProcess("kube-proxy-"+n.Name, filepath.Join(e.bin, "kube-proxy"), e.logDir, n.realProxyFlags()...)
