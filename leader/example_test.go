@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -191,4 +192,32 @@ func ExampleServerStopper() {
 	// a client reads: event from the leader
 	// Run returned <nil> ; stop serving: <nil>
 	// the client's stream ended: true
+}
+
+// Only: a replica that does not lead refuses, and closes the
+// connection, so that a client dials the Service again and reaches the
+// leader.
+func ExampleOnly() {
+	elector, err := leader.New(leader.Config{Client: fake.NewClientset(), Namespace: "antrea", LeaseName: "antrea-controller", Identity: "replica-b"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := leader.Only(elector, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, "an answer only the leader gives")
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, resp.Close)
+	fmt.Print(string(body))
+	// Output:
+	// 503 true
+	// replica-b does not lead (the leader: none yet)
 }

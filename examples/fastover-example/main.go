@@ -74,6 +74,7 @@ type options struct {
 	requestCA      string
 	allowedNames   string
 	apiStandby     string
+	standby        string
 }
 
 func parseFlags(args []string, out io.Writer) (*options, error) {
@@ -101,6 +102,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
 	fs.StringVar(&o.requestCA, "requestheader-client-ca-file", "", "CA (PEM) that the aggregation layer's client certificate chains to (default: from ConfigMap kube-system/extension-apiserver-authentication)")
 	fs.StringVar(&o.allowedNames, "requestheader-allowed-names", "", "common names allowed for the aggregation layer's client certificate, comma-separated, with --requestheader-client-ca-file (empty: any signed by the CA)")
+	fs.StringVar(&o.standby, "standby", "refuse", "what GET / answers on a replica that does not lead: refuse (503 and Connection: close, leader.Only: a client that reached it, on a connection it kept or at the address of a crashed leader's restarted container, dials the Service again) or answer (its identity, as the leader does)")
 	fs.StringVar(&o.apiStandby, "api-standby", "answer", "what a replica that does not lead answers to the aggregated API's replicas: answer (itself, status.leading false) or refuse (503 ServiceUnavailable, Retry-After 1)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +129,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	if o.tlsCert == "" && (o.requestCA != "" || o.allowedNames != "") {
 		return nil, errors.New("--requestheader-client-ca-file and --requestheader-allowed-names need --tls-cert-file (the aggregated API is served over HTTPS only)")
+	}
+	if o.standby != "answer" && o.standby != "refuse" {
+		return nil, fmt.Errorf("--standby %q: want refuse or answer", o.standby)
 	}
 	if o.apiStandby != "answer" && o.apiStandby != "refuse" {
 		return nil, fmt.Errorf("--api-standby %q: want answer or refuse", o.apiStandby)
@@ -190,9 +195,13 @@ func run(args []string, stderr io.Writer) error {
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+	var identity http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, elector.Identity())
 	})
+	if o.standby == "refuse" {
+		identity = leader.Only(elector, identity)
+	}
+	mux.Handle("GET /{$}", identity)
 	mux.HandleFunc("GET /healthz", probe(elector.Check))
 	mux.HandleFunc("GET /readyz", probe(elector.Ready))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -337,8 +337,10 @@ func (h *handoverRig) restart(ctx context.Context, t *testing.T, r *fleet.Replic
 	r.Proc.Stop(syscall.SIGKILL, 0)
 	require.NoError(t, f.Start(r))
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		code, id, err := f.Get(r.Address(), "/")
-		return err == nil && code == http.StatusOK && id == r.ID, nil
+		// A standby refuses GET / with its identity first
+		// (leader.Only).
+		code, body, err := f.Get(r.Address(), "/")
+		return err == nil && code == http.StatusServiceUnavailable && strings.HasPrefix(body, r.ID+" "), nil
 	}), "%s serves again as a standby", r.ID)
 	time.Sleep(h.d.Retry)
 }

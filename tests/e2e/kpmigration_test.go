@@ -87,7 +87,10 @@ func TestKubeProxyMigration(t *testing.T) {
 	env := cluster.Start(t, cluster.Options{Netns: ns, Nodes: []string{"node-a"}, NodeMonitorGracePeriod: 10 * time.Minute})
 	const namespace = "migrate"
 	require.NoError(t, env.CreateNamespace(ctx, namespace, nil))
-	f := newFleet(t, env, namespace, "ctl", shortDurations)
+	// Every replica of the old version serves (a selector Service
+	// spreads the calls over them), and a standby of the new one answers
+	// too: the test follows who answers, not what a standby refuses.
+	f := newFleet(t, env, namespace, "ctl", shortDurations, "--standby=answer")
 	f.BindPublished = true
 	f.Name = "ctl" // replica ctl-N runs in Pod ctl-N
 	m := &migRig{t: t, env: env, f: f, selector: map[string]string{"app": "ctl"}, oldArgs: slices.Clone(f.Args)}
