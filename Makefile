@@ -105,7 +105,7 @@ cover: ## unit tests with statement coverage per package, every module; fails be
 
 .PHONY: e2e
 e2e: ## end-to-end tests on a local control plane (and, as root, real nodes)
-	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager
+	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager helm
 	@tests/tools/netfilter.sh
 	@tests/tools/podman.sh
 	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $$(go list $(E2E_PKGS) | grep -v -x 'github.com/fastover/fastover/tests/e2e')
@@ -204,6 +204,9 @@ demo: ## show what fastover changes, on real Kubernetes components (GRACE=50s fo
 	@echo "==> make demo: building what it needs into bin/ (a cold first build compiles Kubernetes and cert-manager from source: about 20 minutes on 2 cores; later runs reuse bin/ and take seconds)"
 	@tests/tools/build.sh etcd kwok kube kubeproxy certmanager
 	@tests/tools/netfilter.sh
+	@if [[ $$(id -u) == 0 ]]; then echo "==> as root the demo runs on real nodes: building the kubelet, containerd, the CNI plugins and helm, installing runc"; \
+		tests/tools/build.sh kubelet containerd cni helm && tests/tools/podman.sh; \
+	else echo "==> not root: the demo runs on kwok nodes (real nodes need root)"; fi
 	@echo "==> building fastover-webhook, fastover-example and fastover-demo (go build -o bin/ ./cmd/... ./examples/...)"
 	@go build -o $(BIN)/ ./cmd/... ./examples/...
 	@echo

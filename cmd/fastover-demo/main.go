@@ -95,6 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&opts.RetryPeriod, "retry-period", 0, "the example's retry period (default 2s; 1s with --quick)")
 	minSync := time.Second
 	fs.DurationVar(&minSync, "kube-proxy-min-sync", minSync, "kube-proxy's --iptables-min-sync-period in the kube-proxy lane (1s is kube-proxy's default; 0s syncs at once)")
+	fs.StringVar(&opts.Nodes, "nodes", demo.NodesAuto, "the nodes: \"real\" (kubelet, containerd, runc; fastover's images installed by helm: needs root), \"kwok\", or empty for real nodes when they can run here")
 	fs.StringVar(&opts.BinDir, "bin", "", "directory of the binaries (default $FASTOVER_BIN, else bin/ of the repository)")
 	fs.Usage = func() {
 		_, _ = fmt.Fprintf(stderr, "Usage: fastover-demo [flags]\n\nShows, on a local control plane of real Kubernetes components, what fastover changes.\n\n")

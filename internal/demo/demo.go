@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/internal/certmanager"
@@ -66,6 +65,13 @@ type Options struct {
 	WebhookBinary, ExampleBinary string
 	// ManifestsDir is fastover's manifests/; empty means install.Dir().
 	ManifestsDir string
+	// Nodes is the kind of nodes: NodesAuto (real nodes when they can
+	// run here), NodesKwok or NodesReal.
+	Nodes string
+	// ChartsDir is fastover's charts/ and HelmBinary the helm CLI, for a
+	// run on real nodes; empty means charts/ beside ManifestsDir and
+	// BinDir/helm.
+	ChartsDir, HelmBinary string
 	// KubeProxyMinSync is kube-proxy's --iptables-min-sync-period in the
 	// kube-proxy lane: zero means kube-proxy's default, 1s (what a
 	// cluster runs); negative means 0s (it syncs at once).
@@ -73,7 +79,7 @@ type Options struct {
 }
 
 const (
-	lostNode      = "node-a"
+	kwokLostNode  = "node-a"
 	injectedNS    = "demo-injected"
 	controlNS     = "demo-control"
 	appName       = "app"
@@ -89,7 +95,16 @@ const (
 	pauseImage    = "registry.k8s.io/pause:3.10"
 )
 
-var nodes = []string{lostNode, "node-b", "node-c"}
+var kwokNodes = []string{kwokLostNode, "node-b", "node-c"}
+
+// lostNode is the node scenario 1 loses, and how.
+type lostNode struct {
+	name string
+	// how it is lost, for the scenario's heading ("its kwok process is
+	// killed"), and short, for its timeline ("its kwok killed").
+	how, short string
+	lose       func() error
+}
 
 // demo is one run.
 type demo struct {
@@ -112,6 +127,10 @@ type demo struct {
 	stopStreams context.CancelFunc
 	// keepLogs keeps the control plane's directory: something failed.
 	keepLogs bool
+	// lost is scenario 1's node; real what a run on real nodes has (nil
+	// on kwok's).
+	lost lostNode
+	real *realCluster
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -165,6 +184,12 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		o.ManifestsDir = dir
 	}
+	if o.ChartsDir == "" {
+		o.ChartsDir = filepath.Join(filepath.Dir(o.ManifestsDir), "charts")
+	}
+	if o.HelmBinary == "" {
+		o.HelmBinary = filepath.Join(o.BinDir, "helm")
+	}
 	return o, nil
 }
 
@@ -198,18 +223,48 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		out:  newPrinter(opts.Out, opts.StatusInterval),
 		sum: &Summary{
 			Grace: opts.Grace, LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
-			Nodes: nodes, Started: time.Now(),
+			Started: time.Now(),
 		},
+	}
+	if err := d.chooseNodes(); err != nil {
+		return nil, err
 	}
 	defer d.stop()
 	// What runs in the background (the Secret mirrored, watches) ends
 	// before the processes are stopped.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := d.setup(ctx); err != nil {
-		return d.sum, d.failed(ctx, err)
+	plays := []func(context.Context) Result{d.nodeLoss, d.leaderKilled, d.leaderTerminated, d.leaderFrozen, d.migration}
+	if d.real != nil {
+		d.sum.Nodes = realNodeNames
+		d.sum.Platform = fmt.Sprintf("%d real nodes (kubelet, containerd, runc); fastover's images, installed by helm", len(realNodeNames))
+		d.lost = d.realLost()
+		plays = []func(context.Context) Result{d.nodeLoss, d.realLeaderKilled, d.realLeaderTerminated, d.realLeaderFrozen, d.migration}
+		if err := d.makeNetns(); err != nil {
+			return d.sum, err
+		}
+		if d.ns == nil {
+			return d.sum, errors.New("real nodes need the control plane in a network namespace of its own, and this run cannot make one")
+		}
+		if err := d.setupReal(ctx); err != nil {
+			return d.sum, d.failed(ctx, err)
+		}
+	} else {
+		d.sum.Nodes = kwokNodes
+		d.sum.Platform = fmt.Sprintf("%d kwok nodes", len(kwokNodes))
+		d.lost = lostNode{name: kwokLostNode, how: "its kwok process is killed", short: "its kwok killed",
+			lose: func() error { return d.env.StopNode(kwokLostNode) }}
+		if err := d.setup(ctx); err != nil {
+			return d.sum, d.failed(ctx, err)
+		}
 	}
-	for _, play := range []func(context.Context) Result{d.nodeLoss, d.leaderKilled, d.leaderTerminated, d.leaderFrozen, d.migration} {
+	for i, play := range plays {
+		if d.real != nil && i == 1 {
+			// The example goes onto the nodes left.
+			if err := d.installExample(ctx); err != nil {
+				return d.sum, d.failed(ctx, err)
+			}
+		}
 		res := play(ctx)
 		if err := ctx.Err(); err != nil {
 			return d.sum, err
@@ -254,6 +309,7 @@ func (d *demo) failed(ctx context.Context, err error) error {
 // stop stops every process and removes the control plane's files, unless
 // something failed (the logs are kept).
 func (d *demo) stop() {
+	d.stopReal()
 	if d.env != nil {
 		d.env.Stop()
 	}
@@ -284,44 +340,11 @@ func (d *demo) setup(ctx context.Context) error {
 	d.out.Printf("")
 
 	done := d.step("starting the control plane: etcd, kube-apiserver, kube-controller-manager (--node-monitor-grace-period=%v), kube-scheduler, %d kwok nodes (%s)",
-		o.Grace, len(nodes), strings.Join(nodes, ", "))
-	dir, err := os.MkdirTemp("", "fastover-demo-")
-	if err != nil {
+		o.Grace, len(kwokNodes), strings.Join(kwokNodes, ", "))
+	if err := d.startEnv(ctx, cluster.Options{Nodes: kwokNodes}); err != nil {
 		return err
 	}
-	d.envDir = dir
-	type started struct {
-		env *cluster.Env
-		err error
-	}
-	ch := make(chan started, 1)
-	go func() {
-		env, err := cluster.New(cluster.Options{NodeMonitorGracePeriod: o.Grace, Nodes: nodes, BinDir: o.BinDir, Dir: dir, Netns: d.ns})
-		ch <- started{env, err}
-	}()
-	var s started
-	select {
-	case s = <-ch:
-	case <-ctx.Done():
-		d.out.Printf("    stopping what has started…")
-		if s = <-ch; s.env != nil {
-			s.env.Stop()
-		}
-		return ctx.Err()
-	}
-	if s.err != nil {
-		return s.err
-	}
-	d.env = s.env
-	cfg := rest.CopyConfig(d.env.Config)
-	cfg.WarningHandler = rest.NoWarnings{}
-	if d.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		return err
-	}
-	if v, err := d.client.Discovery().ServerVersion(); err == nil {
-		d.sum.KubernetesVersion = v.GitVersion
-	}
-	done("Kubernetes %s ready, logs in %s", d.sum.KubernetesVersion, filepath.Join(dir, "logs"))
+	done("Kubernetes %s ready, logs in %s", d.sum.KubernetesVersion, filepath.Join(d.envDir, "logs"))
 	if d.ns != nil {
 		// It starts now and syncs while the rest is set up.
 		skipped, err := d.startKubeProxy()
@@ -517,12 +540,13 @@ func (d *demo) install(ctx context.Context) error {
 	return nil
 }
 
-// appDeployment is a one-replica Deployment of a pod that kwok runs,
+// appDeployment is a Deployment of a pause container (kwok's nodes play
+// it, a real node's containerd pulls image),
 // preferably on the node the demo will lose (preferred, so that a
 // replacement may go elsewhere), with no tolerations of its own.
-func appDeployment(name string, replicas int32, preferNode string) *appsv1.Deployment {
+func appDeployment(name string, replicas int32, preferNode, image string) *appsv1.Deployment {
 	lbl := map[string]string{"app": name}
-	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: pauseImage}}}
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}
 	if preferNode != "" {
 		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
@@ -547,9 +571,9 @@ func appDeployment(name string, replicas int32, preferNode string) *appsv1.Deplo
 // the control group's, preferably on the node to be lost, and shows what
 // the API server admitted.
 func (d *demo) deployApps(ctx context.Context) error {
-	done := d.step("deploying %q in %s and in %s: one replica each, preferably on %s, no tolerations of its own", appName, injectedNS, controlNS, lostNode)
+	done := d.step("deploying %q in %s and in %s: one replica each, preferably on %s, no tolerations of its own", appName, injectedNS, controlNS, d.lost.name)
 	for _, ns := range []string{injectedNS, controlNS} {
-		if _, err := d.client.AppsV1().Deployments(ns).Create(ctx, appDeployment(appName, 1, lostNode), metav1.CreateOptions{}); err != nil {
+		if _, err := d.client.AppsV1().Deployments(ns).Create(ctx, appDeployment(appName, 1, d.lost.name, d.pauseImage()), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create deployment %s/%s: %w", ns, appName, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -85,8 +86,10 @@ type Summary struct {
 	Grace, LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// KubernetesVersion is kube-apiserver's.
 	KubernetesVersion string
-	// Nodes are the kwok nodes.
-	Nodes []string
+	// Nodes are the nodes' names; Platform says what they are ("3 kwok
+	// nodes", "4 real nodes (kubelet, containerd, runc); ...").
+	Nodes    []string
+	Platform string
 	// Started is when the run started; Took how long it took, setup
 	// included.
 	Started time.Time
@@ -99,6 +102,9 @@ type Summary struct {
 	// during the handovers (one line each); ClientsSkipped why a lane of
 	// them did not run (not root, a binary missing).
 	RealClients, ClientsSkipped []string
+	// Skipped says what else the run left out, and why: real nodes
+	// without root.
+	Skipped []string
 }
 
 // Passed reports whether every scenario passed (and there was one).
@@ -161,7 +167,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 			}
 		}
 	}
-	for _, why := range s.ClientsSkipped {
+	for _, why := range append(slices.Clone(s.Skipped), s.ClientsSkipped...) {
 		if _, err := fmt.Fprintf(w, "note: %s\n", why); err != nil {
 			return err
 		}

@@ -110,8 +110,8 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 		res.Error = fmt.Sprintf(format, args...)
 		return res
 	}
-	d.out.Printf("\n==> scenario 1/5: a node is lost. %s vanishes (its kwok process is killed) under the pods of %s/%s (injected) and %s/%s (control group)",
-		lostNode, injectedNS, appName, controlNS, appName)
+	d.out.Printf("\n==> scenario 1/5: a node is lost. %s vanishes (%s) under the pods of %s/%s (injected) and %s/%s (control group)",
+		d.lost.name, d.lost.how, injectedNS, appName, controlNS, appName)
 
 	fast, err := d.waitRunning(ctx, injectedNS, appName, "", time.Minute)
 	if err != nil {
@@ -121,8 +121,8 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if fast.Spec.NodeName != lostNode || slow.Spec.NodeName != lostNode {
-		return fail("the scheduler did not place both pods on %s: %s, %s", lostNode, podState(fast), podState(slow))
+	if fast.Spec.NodeName != d.lost.name || slow.Spec.NodeName != d.lost.name {
+		return fail("the scheduler did not place both pods on %s: %s, %s", d.lost.name, podState(fast), podState(slow))
 	}
 	if s, ok := tolerationSeconds(fast); !ok || s != 0 {
 		return fail("%s/%s was not injected: it tolerates %s for %s", injectedNS, fast.Name, corev1.TaintNodeUnreachable, tolerationString(fast))
@@ -142,11 +142,11 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 	}
 
 	var tl timeline
-	if err := d.env.StopNode(lostNode); err != nil {
+	if err := d.lost.lose(); err != nil {
 		return fail("%v", err)
 	}
 	t0 := tl.start()
-	tl.mark(t0, lostNode+" lost (its kwok killed)")
+	tl.mark(t0, d.lost.name+" lost ("+d.lost.short+")")
 	d.out.Reset()
 
 	deadline := t0.Add(d.opts.Grace + 45*time.Second)
@@ -161,20 +161,20 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 			return fail("the injected pod did not run on another node within grace + 45 s: %s", describePods(podsOfApp(podLister, injectedNS, appName)))
 		}
 		nodeState := "Ready, silent"
-		if n, err := nodeLister.Get(lostNode); err == nil {
+		if n, err := nodeLister.Get(d.lost.name); err == nil {
 			if st := cluster.NodeReady(n); st != corev1.ConditionTrue {
 				nodeState = "Ready=" + string(st)
 				if notReady.IsZero() {
 					notReady = now
 				}
-				tl.mark(now, fmt.Sprintf("%s not ready (Ready=%s)", lostNode, st))
+				tl.mark(now, fmt.Sprintf("%s not ready (Ready=%s)", d.lost.name, st))
 			}
 			if cluster.HasTaint(n, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) {
 				nodeState += ", tainted unreachable:NoExecute"
 				if tainted.IsZero() {
 					tainted = now
 				}
-				tl.mark(now, lostNode+" tainted "+corev1.TaintNodeUnreachable+":NoExecute")
+				tl.mark(now, d.lost.name+" tainted "+corev1.TaintNodeUnreachable+":NoExecute")
 			}
 		}
 		fastPods = podsOfApp(podLister, injectedNS, appName)
@@ -186,24 +186,24 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 				tl.mark(now, "injected pod evicted (0 s toleration)")
 			case p.UID != fast.UID && p.Spec.NodeName == "":
 				tl.mark(now, "replacement pod created")
-			case p.UID != fast.UID && p.Spec.NodeName != lostNode:
+			case p.UID != fast.UID && p.Spec.NodeName != d.lost.name:
 				tl.mark(now, "replacement pod created")
 				tl.mark(now, "replacement scheduled on "+p.Spec.NodeName)
 			}
 		}
-		if p := cluster.RunningPod(fastPods, lostNode); p != nil {
+		if p := cluster.RunningPod(fastPods, d.lost.name); p != nil {
 			replaced, newNode = now, p.Spec.NodeName
 			tl.mark(now, "injected pod runs on "+newNode)
 			break
 		}
 		d.out.Status("%s lost %s: %s %s | injected pod: %s | control pod: %s",
-			lostNode, secs(now.Sub(t0)), lostNode, nodeState, briefPods(fastPods), briefPods(slowPods))
+			d.lost.name, secs(now.Sub(t0)), d.lost.name, nodeState, briefPods(fastPods), briefPods(slowPods))
 		if !sleep(ctx, 20*time.Millisecond) {
 			return res
 		}
 	}
 	if tainted.IsZero() {
-		return fail("the injected pod ran on %s before %s was tainted: not the node-loss path", newNode, lostNode)
+		return fail("the injected pod ran on %s before %s was tainted: not the node-loss path", newNode, d.lost.name)
 	}
 
 	// The control group's pod, a few seconds later: still bound to the
@@ -212,15 +212,15 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 	for holdUntil := replaced.Add(d.hold()); time.Now().Before(holdUntil); {
 		fastPods = podsOfApp(podLister, injectedNS, appName)
 		slowPods = podsOfApp(podLister, controlNS, appName)
-		d.out.Status("%s lost %s: injected pod: %s | control pod: %s, to be evicted at %s", lostNode, secs(time.Since(t0)),
+		d.out.Status("%s lost %s: injected pod: %s | control pod: %s, to be evicted at %s", d.lost.name, secs(time.Since(t0)),
 			briefPods(fastPods), briefPods(slowPods), FormatDuration(tainted.Sub(t0)+tolerated))
 		if !sleep(ctx, 200*time.Millisecond) {
 			return res
 		}
 	}
 	watched := time.Since(t0)
-	if len(slowPods) != 1 || slowPods[0].UID != slow.UID || slowPods[0].Spec.NodeName != lostNode || slowPods[0].DeletionTimestamp != nil {
-		return fail("the control group's pod should still be bound to %s, not evicted, not replaced: %s", lostNode, describePods(slowPods))
+	if len(slowPods) != 1 || slowPods[0].UID != slow.UID || slowPods[0].Spec.NodeName != d.lost.name || slowPods[0].DeletionTimestamp != nil {
+		return fail("the control group's pod should still be bound to %s, not evicted, not replaced: %s", d.lost.name, describePods(slowPods))
 	}
 	res.Fastover = replaced.Sub(t0)
 	// Without fastover the same chain, with the API server's default
@@ -231,14 +231,14 @@ func (d *demo) nodeLoss(ctx context.Context) (res Result) {
 	}
 	res.Events = tl.events
 	if !notReady.IsZero() {
-		res.Spans = []Span{{From: 0, To: notReady.Sub(t0), What: fmt.Sprintf("grace period (%v after the last heartbeat): %s silent, still Ready", d.opts.Grace, lostNode)}}
+		res.Spans = []Span{{From: 0, To: notReady.Sub(t0), What: fmt.Sprintf("grace period (%v after the last heartbeat): %s silent, still Ready", d.opts.Grace, d.lost.name)}}
 	}
 	res.Passed = true
 	res.Notes = []string{
 		fmt.Sprintf("%s was tainted %s after it vanished (grace %v, counted from its last heartbeat); the injected pod ran on %s %s after the taint",
-			lostNode, FormatDuration(tainted.Sub(t0)), d.opts.Grace, newNode, FormatDuration(replaced.Sub(tainted))),
+			d.lost.name, FormatDuration(tainted.Sub(t0)), d.opts.Grace, newNode, FormatDuration(replaced.Sub(tainted))),
 		fmt.Sprintf("control group: %s/%s still bound to %s %s after it vanished: it tolerates the taint for %ds, so it would be evicted at %s and replaced after that (not waited for)",
-			controlNS, slow.Name, lostNode, FormatDuration(watched), slowSecs, FormatDuration(tainted.Sub(t0)+tolerated)),
+			controlNS, slow.Name, d.lost.name, FormatDuration(watched), slowSecs, FormatDuration(tainted.Sub(t0)+tolerated)),
 	}
 	return res
 }
@@ -522,7 +522,12 @@ func (d *demo) migration(ctx context.Context) Result {
 		migrateNS, haService, migrateNS, controlSvc, oldApp, haService, controlSvc)
 	// The example's replicas are done: the migrated ones replace them.
 	d.stopClients()
-	stopFleet(d.ha)
+	if d.ha != nil {
+		stopFleet(d.ha)
+	}
+	if d.real != nil {
+		d.stopRealExample(ctx)
+	}
 
 	f, err := d.newFleet(ctx, migrateNS, haService, "migrated", "--remove-selector")
 	if err != nil {
@@ -542,7 +547,7 @@ func (d *demo) migration(ctx context.Context) Result {
 	if _, err := c.CoreV1().Services(migrateNS).Create(ctx, ctl, metav1.CreateOptions{}); err != nil {
 		return fail("%v", err)
 	}
-	if _, err := c.AppsV1().Deployments(migrateNS).Create(ctx, appDeployment(oldApp, 3, ""), metav1.CreateOptions{}); err != nil {
+	if _, err := c.AppsV1().Deployments(migrateNS).Create(ctx, appDeployment(oldApp, 3, "", d.pauseImage()), metav1.CreateOptions{}); err != nil {
 		return fail("%v", err)
 	}
 

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"math"
@@ -108,7 +109,7 @@ func RenderSVG(s *Summary) string {
 		what = append(what, "Kubernetes "+s.KubernetesVersion)
 	}
 	what = append(what,
-		fmt.Sprintf("%d kwok nodes", len(s.Nodes)),
+		cmp.Or(s.Platform, fmt.Sprintf("%d nodes", len(s.Nodes))),
 		"node-monitor grace period "+FormatDuration(s.Grace),
 		fmt.Sprintf("leader election %v/%v/%v", s.LeaseDuration, s.RenewDeadline, s.RetryPeriod))
 	if !s.Started.IsZero() {

@@ -2,7 +2,6 @@ package charts_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -46,30 +45,25 @@ func startPodClient(ctx context.Context, t *testing.T, env *cluster.Env, ns, nam
 	return &podClient{env: env, namespace: ns, name: name}
 }
 
-// clientCall is one line of the client's log.
+// clientCall is one call of the client: when its answer came (or it
+// failed), whether it got a 200, and the answer (the body's first line, or
+// the error).
 type clientCall struct {
 	at     time.Time
 	ok     bool
-	answer string // the body's first line, or the error
+	answer string
 }
 
-// calls are the client's calls from since on, as its log says.
+// calls are the client's calls sent from since on, as its log says.
 func (c *podClient) calls(ctx context.Context, t *testing.T, since time.Time) []clientCall {
 	t.Helper()
 	b, err := c.env.Client.CoreV1().Pods(c.namespace).GetLogs(c.name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	require.NoError(t, err, "the client's log")
 	var out []clientCall
-	for _, l := range strings.Split(string(b), "\n") {
-		ts, rest, ok := strings.Cut(l, " ")
-		if !ok {
-			continue
+	for _, call := range cluster.ParseTestHostLog(b) {
+		if !call.Sent.Before(since) {
+			out = append(out, clientCall{at: call.Done(), ok: call.OK(), answer: call.Answer})
 		}
-		at, err := time.Parse(time.RFC3339Nano, ts)
-		if err != nil || at.Before(since) {
-			continue
-		}
-		status, answer, _ := strings.Cut(rest, " ")
-		out = append(out, clientCall{at: at, ok: status == "200", answer: answer})
 	}
 	return out
 }

@@ -39,6 +39,7 @@ func TestDemoQuick(t *testing.T) {
 	webhookBin, exampleBin := binary(t, "fastover-webhook"), binary(t, "fastover-example")
 	start := time.Now()
 	sum, err := demo.Run(ctx, demo.Options{
+		Nodes:         demo.NodesKwok,
 		Quick:         true,
 		Grace:         10 * time.Second,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second,
@@ -109,6 +110,62 @@ func TestDemoQuick(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, handovers)
+}
+
+// TestDemoRealNodes runs `make demo` as root runs it: on real nodes
+// (kubelet, containerd, runc), fastover's images pushed to the nodes'
+// registry and installed by helm from charts/, in quick mode. Every
+// scenario passes; in the leader scenarios the client in a pod (Go's
+// default transport, keeping its connections) gets the new leader's
+// answer, never a standby's, and never the old leader's after it; the
+// summary and the timeline say the nodes are real. Not root, it skips
+// (with $FASTOVER_REQUIRE_NETNS set, CI, it fails).
+func TestDemoRealNodes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv(netns.RequireEnv) != "" {
+			t.Fatalf("real nodes need root, and $%s is set", netns.RequireEnv)
+		}
+		t.Skip("real nodes need root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	svg := filepath.Join(t.TempDir(), "demo-timeline.svg")
+	start := time.Now()
+	sum, err := demo.Run(ctx, demo.Options{
+		Nodes:         demo.NodesReal,
+		Quick:         true,
+		Grace:         10 * time.Second,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second,
+		Out:           &logWriter{t: t},
+		SVGPath:       svg,
+		WebhookBinary: binary(t, "fastover-webhook"),
+		ExampleBinary: binary(t, "fastover-example"),
+	})
+	require.NoError(t, err)
+	t.Logf("the quick demo on real nodes took %v", time.Since(start).Round(time.Millisecond))
+	require.Len(t, sum.Results, 5)
+	assert.True(t, sum.Passed())
+	assert.Contains(t, sum.Platform, "real nodes")
+	for _, r := range sum.Results {
+		assert.True(t, r.Passed, "%s: %s", r.Name, r.Error)
+		assert.Positive(t, r.Fastover, r.Name)
+		assert.NotEmpty(t, r.Events, r.Name)
+		if r.Name == "A node is lost" || r.Name == "A Service migrated from selector mode" {
+			continue
+		}
+		require.Len(t, r.Clients, 1, "%s: the client in a pod", r.Name)
+		c := r.Clients[0]
+		t.Logf("%s, client %s: the new leader after %v; %s", r.Name, c.Name, c.Gap, c.Verdict())
+		assert.True(t, c.Passed, "%s: %s", r.Name, c.Error)
+		assert.Empty(t, c.Standbys, "%s: standbys answered", r.Name)
+		assert.Zero(t, c.OldAfterNew, "%s: the old leader answered after the new one", r.Name)
+		if r.Name != "The leader gets SIGTERM" {
+			assert.Less(t, c.Gap, 4*time.Second+3*time.Second, "%s: within the lease (4 s) and 3 s", r.Name)
+		}
+	}
+	data, err := os.ReadFile(svg)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "real nodes")
 }
 
 // logWriter sends whole lines to the test's log.

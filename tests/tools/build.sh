@@ -3,13 +3,13 @@
 # tests run (kube-proxy and the kubelet among them, from the same
 # Kubernetes module), containerd with its runc shim and ctr, the CNI plugins
 # of the real nodes (bin/cni/),
-# kwok's stage files, cert-manager-local and cert-manager's CRDs,
-# golangci-lint and actionlint. Each group is rebuilt only when its module's
+# kwok's stage files, cert-manager-local and cert-manager's CRDs, the helm
+# CLI (make demo installs the charts with it), golangci-lint and actionlint. Each group is rebuilt only when its module's
 # go.mod, go.sum or Go sources, or the way it is built, change (or an output
 # is missing); a stamp in bin/.stamps records what was built.
 #
 # Usage: tests/tools/build.sh [GROUP...]   (groups: kube kubeproxy kubelet
-# containerd cni etcd kwok certmanager lint actionlint bench; no group means
+# containerd cni etcd kwok certmanager helm lint actionlint bench; no group means
 # all but bench)
 set -euo pipefail
 # Each tool module builds on its own: the repository's go.work (the
@@ -34,6 +34,8 @@ containerd_pkg=github.com/containerd/containerd/v2
 containerd_ldflags="-s -w -X $containerd_pkg/version.Version=$containerd_version -X $containerd_pkg/version.Package=$containerd_pkg -X $containerd_pkg/version.Revision=module-proxy"
 cni_version=v1.10.0
 cni_ldflags="-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$cni_version"
+helm_version=v4.3.2
+helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 
 # The way each group is built, part of its stamp.
 kwok_stages="node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml"
@@ -47,6 +49,7 @@ declare -A recipe=(
 	[etcd]="-s -w"
 	[kwok]="-s -w $kwok_stages"
 	[certmanager]="-s -w ./cmd/cert-manager-local $cm_crds"
+	[helm]="$helm_ldflags"
 	[lint]=""
 	[actionlint]=""
 	[bench]=""
@@ -160,6 +163,18 @@ build_cni() {
 	done_group cni
 }
 
+# The helm CLI, at the version tests/charts uses as an SDK: make demo runs
+# `helm install` of charts/ onto its real nodes, as a user does.
+build_helm() {
+	if fresh helm helm; then
+		step "helm $helm_version: up to date"
+		return
+	fi
+	step "building helm $helm_version (about two minutes cold)"
+	(cd "$tools/helm" && CGO_ENABLED=0 go build -o "$bin/helm" -ldflags "$helm_ldflags" helm.sh/helm/v4/cmd/helm)
+	done_group helm
+}
+
 build_etcd() {
 	if fresh etcd etcd; then
 		step "etcd: up to date"
@@ -240,12 +255,12 @@ build_bench() {
 }
 
 groups=("$@")
-[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube kubeproxy kubelet containerd cni certmanager lint actionlint)
+[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube kubeproxy kubelet containerd cni certmanager helm lint actionlint)
 for g in "${groups[@]}"; do
 	case "$g" in
-	kube | kubeproxy | kubelet | containerd | cni | etcd | kwok | certmanager | lint | actionlint | bench) "build_$g" ;;
+	kube | kubeproxy | kubelet | containerd | cni | etcd | kwok | certmanager | helm | lint | actionlint | bench) "build_$g" ;;
 	*)
-		echo "unknown tool group: $g (want kube, kubeproxy, kubelet, containerd, cni, etcd, kwok, certmanager, lint, actionlint or bench)" >&2
+		echo "unknown tool group: $g (want kube, kubeproxy, kubelet, containerd, cni, etcd, kwok, certmanager, helm, lint, actionlint or bench)" >&2
 		exit 2
 		;;
 	esac

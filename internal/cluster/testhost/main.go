@@ -7,7 +7,9 @@
 //
 // get keeps its connections as Go's default transport does (keep-alive,
 // HTTP/2 when TLS offers it): the client a controller's agents run. Each
-// line is "<RFC 3339 time> <status code or error> <first line of the body>".
+// line is "<RFC 3339 time it was sent> <how long it took> <status code or
+// error> <first line of the body, or the error>" (cluster.ParseTestHostLog
+// reads it).
 package main
 
 import (
@@ -80,7 +82,8 @@ func get(args []string) error {
 	out := bufio.NewWriter(os.Stdout)
 	for i := 0; *count == 0 || i < *count; i++ {
 		began := time.Now()
-		if _, err := fmt.Fprintf(out, "%s %s\n", began.UTC().Format(time.RFC3339Nano), call(c, fs.Arg(0))); err != nil {
+		res := call(c, fs.Arg(0))
+		if _, err := fmt.Fprintf(out, "%s %s %s\n", began.UTC().Format(time.RFC3339Nano), time.Since(began), res); err != nil {
 			return err
 		}
 		if err := out.Flush(); err != nil {
