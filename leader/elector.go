@@ -35,7 +35,11 @@ type Elector struct {
 	started  atomic.Bool
 	ready    atomic.Bool
 	isLeader atomic.Bool
-	trigger  chan struct{} // the Service or its slices changed
+	// handingOver: this replica's term ended as planned (its Run's
+	// context ended), and it hands the Service over to its successor:
+	// it may answer until the process ends (Only).
+	handingOver atomic.Bool
+	trigger     chan struct{} // the Service or its slices changed
 }
 
 // New validates the config and builds an Elector. An empty Identity

@@ -5,9 +5,13 @@ import (
 	"net/http"
 )
 
-// Only serves h while e leads. A replica that does not lead answers
-// 503 Service Unavailable, with "Connection: close" and a body whose first
-// word is its identity, and closes the connection.
+// Only serves h while e leads, and after a planned stop (Run's context
+// ended) while the leader hands over: the Service keeps its endpoint until
+// the successor's replaces it, and its calls are answered meanwhile. A
+// replica that never led, or whose Lease was lost (it froze, or was cut
+// off, and another took the Lease), answers 503 Service Unavailable, with
+// "Connection: close" and a body whose first word is its identity, and
+// closes the connection.
 //
 // Endpoint takeover publishes only the leader, yet a standby is reached in
 // two ways: a client keeps a connection it opened to the Service while the
@@ -19,7 +23,7 @@ import (
 // reaches the leader once it is published.
 func Only(e *Elector, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if e.IsLeader() {
+		if e.IsLeader() || e.handingOver.Load() {
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -5,11 +5,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func serveOnce(h http.Handler) *httptest.ResponseRecorder {
@@ -39,4 +42,27 @@ func TestOnly(t *testing.T) {
 	assert.Equal(t, http.StatusOK, rec.Code)
 	assert.Equal(t, "work", rec.Body.String())
 	assert.Empty(t, rec.Header().Get("Connection"))
+
+	// A planned stop: it hands over, and answers until the process ends.
+	r.cancel()
+	require.NoError(t, r.result())
+	assert.False(t, r.el.IsLeader())
+	rec = serveOnce(Only(r.el, inner))
+	assert.Equal(t, http.StatusOK, rec.Code, "the leader that hands over still answers")
+}
+
+// A leader whose Lease was lost (the renew deadline passed) refuses.
+func TestOnlyRefusesAfterALostLease(t *testing.T) {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("work")) })
+	client := fake.NewClientset()
+	r := startRun(t, client, nil, nil)
+	r.awaitLeading()
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errUnavailable
+	})
+	r.stepUntil(250*time.Millisecond, r.returned)
+	require.ErrorIs(t, r.result(), ErrLeadershipLost)
+	rec := serveOnce(Only(r.el, inner))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.True(t, strings.HasPrefix(rec.Body.String(), "me does not lead"), rec.Body.String())
 }

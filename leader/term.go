@@ -39,6 +39,7 @@ func (e *Elector) startTerm(work func(ctx context.Context) error) *term {
 	acquired := e.cfg.Clock.Now()
 	t := &term{e: e, log: e.lease.log, workDone: make(chan error, 1), pubDone: make(chan struct{})}
 	e.isLeader.Store(true)
+	e.handingOver.Store(false)
 	e.cfg.Metrics.setLeader(true)
 	t.log.Info("became the leader")
 	e.lease.recordEvent("LeaderElection", "became leader")
@@ -150,6 +151,7 @@ func (t *term) renew(ctx context.Context, deadline time.Time) (next time.Duratio
 // It returns lost, else the work's error.
 func (t *term) stepDown(lost error) error {
 	e := t.e
+	e.handingOver.Store(lost == nil)
 	e.isLeader.Store(false)
 	e.cfg.Metrics.setLeader(false)
 	t.stopWork()
