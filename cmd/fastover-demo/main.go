@@ -96,6 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	minSync := time.Second
 	fs.DurationVar(&minSync, "kube-proxy-min-sync", minSync, "kube-proxy's --iptables-min-sync-period in the kube-proxy lane (1s is kube-proxy's default; 0s syncs at once)")
 	fs.StringVar(&opts.Nodes, "nodes", demo.NodesAuto, "the nodes: \"real\" (kubelet, containerd, runc; fastover's images installed by helm: needs root), \"kwok\", or empty for real nodes when they can run here")
+	fs.BoolVar(&opts.Keep, "keep", false, "keep the cluster running after the summary, until Ctrl-C, and its files: it says how to reach its API server and the real nodes' containerd")
 	fs.StringVar(&opts.BinDir, "bin", "", "directory of the binaries (default $FASTOVER_BIN, else bin/ of the repository)")
 	fs.Usage = func() {
 		_, _ = fmt.Fprintf(stderr, "Usage: fastover-demo [flags]\n\nShows, on a local control plane of real Kubernetes components, what fastover changes.\n\n")
@@ -140,6 +141,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	sum, err := demo.Run(ctx, opts)
 	switch {
+	case opts.Keep && err == nil && ctx.Err() != nil:
+		_, _ = fmt.Fprintln(stderr, "fastover-demo: stopped; every process it started is stopped, its files kept")
+		if !sum.Passed() {
+			return 1
+		}
+		return 0
 	case ctx.Err() != nil:
 		_, _ = fmt.Fprintln(stderr, "fastover-demo: interrupted; every process it started is stopped")
 		return 130

@@ -48,6 +48,10 @@ type Options struct {
 	// long the control group and the migrated Service are observed), for
 	// CI.
 	Quick bool
+	// Keep keeps the cluster running after the summary, until ctx ends,
+	// and its files after that: the demo says how to reach it (its API
+	// server, the real nodes' containerd), to look around by hand.
+	Keep bool
 	// Out receives the progress, the live status and the summary; nil
 	// means os.Stdout.
 	Out io.Writer
@@ -288,7 +292,29 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		d.keepLogs = true
 		d.out.Printf("\nat least one scenario FAILED; the logs of every process are kept in %s", filepath.Join(d.envDir, "logs"))
 	}
+	if d.opts.Keep {
+		d.keep(ctx)
+	}
 	return d.sum, nil
+}
+
+// keep says how to reach the cluster, and keeps it running until ctx
+// ends; its files stay.
+func (d *demo) keep(ctx context.Context) {
+	d.keepLogs = true
+	kubectl := "kubectl --kubeconfig " + d.env.Kubeconfig
+	if d.ns != nil {
+		kubectl = "nsenter --net=" + d.ns.Path() + " " + kubectl
+	}
+	d.out.Printf("\n==> the cluster runs on until Ctrl-C (--keep); its files and logs stay in %s", d.envDir)
+	d.out.Printf("    %s get nodes,pods -A -o wide", kubectl)
+	if d.real != nil {
+		for _, name := range realNodeNames {
+			d.out.Printf("    %s: %s/ctr --address %s -n k8s.io containers ls; its logs %s", name, d.opts.BinDir,
+				filepath.Join(d.envDir, "nodes", name, "containerd", "containerd.sock"), filepath.Join(d.envDir, "logs", "kubelet-"+name+".log"))
+		}
+	}
+	<-ctx.Done()
 }
 
 // failed reports a setup failure with the tail of the logs, and keeps them.

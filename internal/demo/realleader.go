@@ -68,6 +68,11 @@ func (d *demo) installExample(ctx context.Context) error {
 	}
 	slices.Sort(on)
 	done("%d replicas on %s; %s leads, the Service's one endpoint is its pod IP %s", len(pods), strings.Join(on, ", "), leader.id, leader.pod.Status.PodIP)
+	if len(slices.Compact(slices.Clone(on))) < len(on) {
+		d.keepLogs = true
+		d.out.Printf("    note: the scheduler put two replicas on one node (the chart's anti-affinity is a preference): it found a node not feasible (its log, --v=2: each binding with evaluatedNodes and feasibleNodes: %s, kept)",
+			filepath.Join(d.envDir, "logs", string(cluster.Scheduler)+".log"))
+	}
 
 	svc, err := d.client.CoreV1().Services(haNS).Get(ctx, exampleRelease, metav1.GetOptions{})
 	if err != nil {
@@ -372,9 +377,9 @@ func (d *demo) podFailover(ctx context.Context, res Result, fault podFault, time
 		}
 		tl.mark(time.Now(), old.pod.Name+" thawed (SIGCONT)")
 	}
-	// A few more calls: the new leader goes on answering, the old one
-	// never again.
-	if !sleep(ctx, d.hold()) {
+	// A few more calls (a hundred): the new leader goes on answering,
+	// the old one never again.
+	if !sleep(ctx, 2*time.Second) {
 		return res
 	}
 	calls, err := c.calls(ctx, before)

@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -117,6 +119,9 @@ func (d *demo) setupReal(ctx context.Context) error {
 	d.out.Printf("node-monitor grace period %v (GRACE=50s for Kubernetes' default), leader election %v", o.Grace, d.durations())
 	d.out.Printf("fastover runs as a user installs it: its own images from a registry, installed by helm from charts/")
 	d.out.Printf("")
+	if err := d.readTag(); err != nil {
+		return err
+	}
 	done := d.step("starting the control plane: etcd, kube-apiserver, kube-controller-manager (--node-monitor-grace-period=%v), kube-scheduler, kube-proxy, in a network namespace of its own",
 		o.Grace)
 	err := d.startEnv(ctx, cluster.Options{
@@ -124,6 +129,9 @@ func (d *demo) setupReal(ctx context.Context) error {
 		// kube-apiserver calls the webhook through its Service's
 		// ClusterIP, as on a cluster (the upstream default).
 		APIServerFlags: []string{"--enable-aggregator-routing=false"},
+		// Its decisions in its log, with the nodes it found feasible
+		// (installExample quotes them when the replicas share a node).
+		SchedulerFlags: []string{"--v=2"},
 	})
 	if err != nil {
 		return err
@@ -150,18 +158,38 @@ func (d *demo) setupReal(ctx context.Context) error {
 
 	done = d.step("starting %d real nodes (%s): each in a network namespace, with containerd, runc, a CNI bridge, the kubelet and kube-proxy", len(realNodeNames), strings.Join(realNodeNames, ", "))
 	d.real.nodes = map[string]*cluster.RealNode{}
-	for _, name := range realNodeNames {
+	type pushed struct {
+		digests map[string]v1.Hash
+		err     error
+	}
+	var images chan pushed
+	for i, name := range realNodeNames {
 		n, err := env.AddRealNode(ctx, name)
 		if err != nil {
 			return err
 		}
 		d.real.nodes[name] = n
+		if i == 0 {
+			// The first node started the registry: fastover's images
+			// are built while the other nodes start.
+			images = make(chan pushed, 1)
+			go func() {
+				digests, err := d.pushImages(ctx)
+				images <- pushed{digests, err}
+			}()
+		}
 	}
 	done("Ready")
-
-	if err := d.pushImages(ctx); err != nil {
-		return err
+	done = d.step("fastover's images, built (internal/imagebuild, as `make images` builds them) while the nodes started, pushed as ghcr.io/fastover/<name>:%s to the registry the nodes' containerd pulls from", d.real.tag)
+	p := <-images
+	if p.err != nil {
+		return p.err
 	}
+	for name, h := range p.digests {
+		d.real.images = append(d.real.images, fmt.Sprintf("%s@%s", name, h.String()[:19]))
+	}
+	slices.Sort(d.real.images)
+	done("pushed %s", strings.Join(d.real.images, ", "))
 	done = d.step("helm install fastover charts/fastover --namespace %s --wait (cert-manager mode, the chart's defaults)", systemNS)
 	if err := env.CreateNamespace(ctx, systemNS, restrictedLabels); err != nil {
 		return err
@@ -237,8 +265,14 @@ func (d *demo) startEnv(ctx context.Context, opts cluster.Options) error {
 
 // pushImages builds fastover's images (what `make images` builds, for this
 // machine) and pushes them to the registry the nodes pull from, under the
-// references the charts name.
-func (d *demo) pushImages(ctx context.Context) error {
+// references the charts name: their tag is the charts' appVersion
+// (realCluster.tag, read by readTag).
+func (d *demo) pushImages(ctx context.Context) (map[string]v1.Hash, error) {
+	return d.env.PushImages(ctx, d.real.tag)
+}
+
+// readTag reads the charts' appVersion, the tag of fastover's images.
+func (d *demo) readTag() error {
 	b, err := os.ReadFile(filepath.Join(d.opts.ChartsDir, "fastover", "Chart.yaml"))
 	if err != nil {
 		return err
@@ -253,15 +287,6 @@ func (d *demo) pushImages(ctx context.Context) error {
 		return errors.New("charts/fastover/Chart.yaml: no appVersion, the tag of fastover's images")
 	}
 	d.real.tag = chart.AppVersion
-	done := d.step("building fastover's images (internal/imagebuild, as `make images`) and pushing them as ghcr.io/fastover/<name>:%s to the registry the nodes' containerd pulls from", chart.AppVersion)
-	digests, err := d.env.PushImages(ctx, chart.AppVersion)
-	if err != nil {
-		return err
-	}
-	for name, h := range digests {
-		d.real.images = append(d.real.images, fmt.Sprintf("%s@%s", name, h.String()[:19]))
-	}
-	done("pushed %s", strings.Join(d.real.images, ", "))
 	return nil
 }
 
