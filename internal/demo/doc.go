@@ -47,6 +47,19 @@
 // runs on the host's loopback without those lanes, and says so
 // (Summary.ClientsSkipped).
 //
+// That is the run on kwok nodes (Options.Nodes NodesKwok, and what runs
+// without root). On real nodes (NodesReal, and NodesAuto as root with the
+// real nodes' binaries; realnodes.go, realleader.go) the control plane
+// runs beside four real nodes (kubelet, containerd, runc; Env.AddRealNode),
+// fastover's images are pushed to the nodes' registry, and the charts are
+// installed with the helm CLI: charts/fastover before scenario 1, which
+// cuts a node off; charts/fastover-example after it, onto the nodes left.
+// The leader scenarios then act on the leader's pod (its container's
+// process killed or frozen from its node, the pod deleted), measured by a
+// client in a pod that calls the example's ClusterIP on kept connections
+// (testhost); the migration runs as on kwok nodes. Summary.Platform says
+// which ran; Options.Keep leaves the cluster running to look around.
+//
 // While a scenario waits, a one-line status shows what the cluster looks
 // like (rewritten in place on a terminal, printed every few seconds
 // otherwise). At the end Run prints a summary table and writes the same
@@ -58,5 +71,6 @@
 //	if err == nil && !sum.Passed() { ... }
 //
 // Quick mode (Options.Quick) uses short durations and observation windows,
-// for the test that keeps the demo working (tests/e2e TestDemoQuick).
+// for the tests that keep the demo working (tests/e2e TestDemoQuick on kwok
+// nodes, TestDemoRealNodes on real ones).
 package demo
