@@ -108,7 +108,7 @@ func TestNetnsControlPlane(t *testing.T) {
 		id, err := get(r.Address())
 		require.NoError(t, err, "every replica serves on the address it binds")
 		// A standby refuses with its identity first (leader.Only).
-		assert.Equal(t, r.ID, strings.Fields(id+" ")[0], id)
+		assert.Equal(t, r.ID, strings.Fields(id + " ")[0], id)
 	}
 
 	// A planned handover: the address the slice names moves to the other
