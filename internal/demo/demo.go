@@ -550,13 +550,7 @@ func (d *demo) install(ctx context.Context) error {
 	if err := p.WaitHTTP(readyCtx, "http://127.0.0.1:"+strconv.Itoa(ports[1])+"/readyz"); err != nil {
 		return err
 	}
-	if err := env.CreateNamespace(ctx, injectedNS, map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}); err != nil {
-		return err
-	}
-	if err := env.CreateNamespace(ctx, controlNS, nil); err != nil {
-		return err
-	}
-	if err := install.WaitInjecting(ctx, env.Client, injectedNS, time.Minute); err != nil {
+	if err := d.createAppNamespaces(ctx); err != nil {
 		return err
 	}
 	d.out.Printf("    cert-manager issued the Certificate %s/%s %s after the apply, its cainjector set the webhook's caBundle at %s",
@@ -564,6 +558,18 @@ func (d *demo) install(ctx context.Context) error {
 	d.out.Printf("    fastover-webhook serves the Secret %s, copied into its --cert-dir as the kubelet would mount it", servingSecret)
 	done("namespace %s labelled %s=%s; %s, the control group, not", injectedNS, toleration.NamespaceLabel, toleration.NamespaceLabelValue, controlNS)
 	return nil
+}
+
+// createAppNamespaces makes the labelled namespace and the control
+// group's, and waits until the webhook injects the labelled one's pods.
+func (d *demo) createAppNamespaces(ctx context.Context) error {
+	if err := d.env.CreateNamespace(ctx, injectedNS, map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}); err != nil {
+		return err
+	}
+	if err := d.env.CreateNamespace(ctx, controlNS, nil); err != nil {
+		return err
+	}
+	return install.WaitInjecting(ctx, d.env.Client, injectedNS, time.Minute)
 }
 
 // appDeployment is a Deployment of a pause container (kwok's nodes play

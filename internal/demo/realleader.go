@@ -132,7 +132,7 @@ func (d *demo) examplePods(ctx context.Context) ([]corev1.Pod, error) {
 // Service, and returns it.
 func (d *demo) waitPublished(ctx context.Context, not string, timeout time.Duration) (podIdentity, error) {
 	var got podIdentity
-	last := errNoLeader.Error()
+	last := "no leader published yet"
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		lease, err := d.client.CoordinationV1().Leases(haNS).Get(ctx, exampleRelease, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
@@ -241,11 +241,7 @@ func (d *demo) realLeaderKilled(ctx context.Context) Result {
 func (d *demo) realLeaderTerminated(ctx context.Context) Result {
 	res := Result{Name: "The leader gets SIGTERM", Measured: "a new leader answers through the Service"}
 	d.out.Printf("\n==> scenario 3/5: the leader's pod is deleted, as in a rolling update: the kubelet sends SIGTERM. It must hand over at once")
-	res.Baseline = Baseline{
-		Upto: d.opts.RetryPeriod,
-		Why: fmt.Sprintf("client-go leaderelection with ReleaseOnCancel: standbys poll the released Lease every %v (without it, the lease duration)",
-			d.opts.RetryPeriod),
-	}
+	res.Baseline = d.releaseBaseline()
 	return d.podFailover(ctx, res, podDeleted, 10*time.Second)
 }
 

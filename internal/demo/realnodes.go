@@ -22,7 +22,6 @@ import (
 
 	"github.com/fastover/fastover/internal/certmanager"
 	"github.com/fastover/fastover/internal/cluster"
-	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/internal/kubeproxy"
 	"github.com/fastover/fastover/toleration"
 )
@@ -174,7 +173,7 @@ func (d *demo) setupReal(ctx context.Context) error {
 			// are built while the other nodes start.
 			images = make(chan pushed, 1)
 			go func() {
-				digests, err := d.pushImages(ctx)
+				digests, err := env.PushImages(ctx, d.real.tag)
 				images <- pushed{digests, err}
 			}()
 		}
@@ -197,13 +196,7 @@ func (d *demo) setupReal(ctx context.Context) error {
 	if err := d.helm(ctx, "install", "fastover", filepath.Join(o.ChartsDir, "fastover"), "--namespace", systemNS, "--wait", "--timeout", "3m"); err != nil {
 		return err
 	}
-	if err := env.CreateNamespace(ctx, injectedNS, map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}); err != nil {
-		return err
-	}
-	if err := env.CreateNamespace(ctx, controlNS, nil); err != nil {
-		return err
-	}
-	if err := install.WaitInjecting(ctx, env.Client, injectedNS, time.Minute); err != nil {
+	if err := d.createAppNamespaces(ctx); err != nil {
 		return err
 	}
 	pods, err := d.client.CoreV1().Pods(systemNS).List(ctx, metav1.ListOptions{})
@@ -263,15 +256,8 @@ func (d *demo) startEnv(ctx context.Context, opts cluster.Options) error {
 	return nil
 }
 
-// pushImages builds fastover's images (what `make images` builds, for this
-// machine) and pushes them to the registry the nodes pull from, under the
-// references the charts name: their tag is the charts' appVersion
-// (realCluster.tag, read by readTag).
-func (d *demo) pushImages(ctx context.Context) (map[string]v1.Hash, error) {
-	return d.env.PushImages(ctx, d.real.tag)
-}
-
-// readTag reads the charts' appVersion, the tag of fastover's images.
+// readTag reads the charts' appVersion: the tag fastover's images are
+// pushed as, the one the charts pull.
 func (d *demo) readTag() error {
 	b, err := os.ReadFile(filepath.Join(d.opts.ChartsDir, "fastover", "Chart.yaml"))
 	if err != nil {
@@ -375,9 +361,6 @@ func (d *demo) chooseNodes() error {
 	d.real = &realCluster{}
 	return nil
 }
-
-// errNoLeader is returned while the example has no published leader.
-var errNoLeader = errors.New("no leader published yet")
 
 // podIdentity is the example's leader as the cluster shows it.
 type podIdentity struct {

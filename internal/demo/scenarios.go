@@ -270,6 +270,16 @@ func (d *demo) leaseBaseline(res Result) Baseline {
 	}
 }
 
+// releaseBaseline is client-go's election after a leader that released
+// its Lease: its standbys see it at their next poll.
+func (d *demo) releaseBaseline() Baseline {
+	return Baseline{
+		Upto: d.opts.RetryPeriod,
+		Why: fmt.Sprintf("client-go leaderelection with ReleaseOnCancel: standbys poll the released Lease every %v (without it, the lease duration)",
+			d.opts.RetryPeriod),
+	}
+}
+
 // heldWait is how long, past the lease, a frozen leader's scenario waits
 // for every client: client-go's HTTP/2 health check (30 s without a frame,
 // then a 15 s ping) ends a connection held to it, then a reflector's
@@ -305,11 +315,7 @@ func (d *demo) leaderFrozen(ctx context.Context) Result {
 func (d *demo) leaderTerminated(ctx context.Context) Result {
 	res := Result{Name: "The leader gets SIGTERM", Measured: "a new leader answers through the Service"}
 	d.out.Printf("\n==> scenario 3/5: the leader gets SIGTERM, as in a rolling update. It must hand over at once")
-	res.Baseline = Baseline{
-		Upto: d.opts.RetryPeriod,
-		Why: fmt.Sprintf("client-go leaderelection with ReleaseOnCancel: standbys poll the released Lease every %v (without it, the lease duration)",
-			d.opts.RetryPeriod),
-	}
+	res.Baseline = d.releaseBaseline()
 	return d.leaderFailover(ctx, res, syscall.SIGTERM, 10*time.Second)
 }
 
