@@ -162,9 +162,12 @@ APICOST_WINDOW ?= 2m
 # clients that keep their connections, through kube-proxy and
 # kube-apiserver; a frozen or cut-off leader waits up to 65 s a run).
 HELD_RUNS ?= 3
+# Runs per crash kind and mode of the crash-takeover measurement on real
+# nodes (TestCrashTakeoverOnRealNodes; a lease-only run waits out 15 s).
+CRASH_RUNS ?= 5
 
 .PHONY: bench
-bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election, warm vs cold client-go standbys, API requests of leaders and standbys vs client-go, pod-creation latency without mutation vs webhook vs policy, handovers as clients that keep their connections see them (~45 min; as root)
+bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under load, leader failover vs client-go, controller-runtime operator handover vs controller-runtime's election, warm vs cold client-go standbys, API requests of leaders and standbys vs client-go, pod-creation latency without mutation vs webhook vs policy, handovers as clients that keep their connections see them, crash takeover vs lease-only on real nodes (~55 min; as root)
 	@tests/tools/build.sh bench etcd kwok kube kubeproxy
 	@tests/tools/netfilter.sh
 	@mkdir -p $(BIN)/bench
@@ -193,6 +196,18 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 	go run ./tests/bench/admissionlatency -bin $(BIN)
 	@echo
 	HELD_RUNS=$(HELD_RUNS) go test -count=1 -timeout 30m -v -run '^TestHeldConnections$$' ./tests/e2e/ | grep -v -E '^\s*[IWE][0-9]{4} '
+	@echo
+	@$(MAKE) --no-print-directory bench-crash
+
+# The crash-takeover measurement alone: the example's leader crashed on
+# real nodes (SIGKILL, OOM kill, panic), CRASH_RUNS times each, with crash
+# takeover and lease-only; a table of p50 and min–max.
+.PHONY: bench-crash
+bench-crash: ## crash takeover vs lease-only on real nodes: SIGKILL, OOM kill, panic of the example's leader (~12 min; as root)
+	@tests/tools/build.sh etcd kwok kube kubeproxy certmanager kubelet containerd cni
+	@tests/tools/netfilter.sh
+	@tests/tools/podman.sh
+	cd tests/charts && FASTOVER_CRASH_RUNS=$(CRASH_RUNS) GOWORK=off go test -count=1 -timeout 40m -v -run '^TestCrashTakeoverOnRealNodes$$' . | grep -v -E '^\s*[IWE][0-9]{4} '
 
 # make demo: GRACE=50s for Kubernetes' default node-monitor grace period
 # (the demo's default is 20s); DEMO_FLAGS=--quick for the CI test's durations.

@@ -37,8 +37,9 @@ const (
 const ManagedBy = "leader.fastover.io"
 
 // Config configures an Elector. Zero values mean the defaults; Validate
-// reports what is wrong. Neither reads the environment: Identity's default
-// is picked by New, and EndpointFromEnv reads the downward API.
+// reports what is wrong. Neither reads the environment: the defaults of
+// Identity and Pod are picked by New, and EndpointFromEnv reads the
+// downward API.
 type Config struct {
 	// Client reaches the API server. Required.
 	Client kubernetes.Interface
@@ -68,6 +69,19 @@ type Config struct {
 	// Endpoint, if set, makes the leader publish itself as the only
 	// endpoint of a Service. Nil: election only.
 	Endpoint *EndpointConfig
+
+	// Pod is the Pod and container this replica runs in: each of its
+	// terms records them on the Lease, so that standbys take over the
+	// moment the kubelet reports this process ended (crash takeover: an
+	// OOM kill, a panic, a failed liveness probe on a healthy node), not
+	// when the Lease expires. Nil means PodFromEnv() ($POD_NAME and the
+	// rest, which New reads); nil there too (not in a Pod), and the Lease
+	// decides, as it does for a lost node.
+	Pod *PodConfig
+	// DisableCrashTakeover turns crash takeover off: this replica neither
+	// records its Pod nor watches the leader's; failover waits for the
+	// Lease to expire (or to be released), as client-go's does.
+	DisableCrashTakeover bool
 
 	// Prepare, if set, is this replica's standby-time work, and the
 	// condition it meets before it competes for the Lease: Run calls it
@@ -243,6 +257,9 @@ func (c Config) Validate() error {
 	// more than one renewal fits in the deadline.
 	if float64(c.RenewDeadline) <= 1.2*float64(c.RetryPeriod) {
 		bad("RenewDeadline", "%v must be greater than 1.2 × RetryPeriod %v", c.RenewDeadline, c.RetryPeriod)
+	}
+	if c.Pod != nil && c.Pod.Name == "" {
+		bad("Pod.Name", "required with Pod")
 	}
 	if c.WorkStopTimeout < 0 {
 		bad("WorkStopTimeout", "%v must not be negative", c.WorkStopTimeout)

@@ -61,6 +61,21 @@
 //     deadline first and uses optimistic concurrency, so a frozen ex-leader
 //     that wakes up cannot write its endpoint back.
 //
+// Crash takeover: a leader that crashes on a healthy node (a panic, an OOM
+// kill, a failed liveness probe) is replaced as soon as its kubelet reports
+// its container ended, not when its Lease expires. Each term records on the
+// Lease (AnnotationHolderPod) the leader's Pod, UID and container
+// (Config.Pod, by default PodFromEnv) and when the term began, on the
+// leader's clock, the clock its node's kubelet dates containers with;
+// standbys watch that Pod and take the Lease, at the resourceVersion the
+// evidence belongs to, once the recorded container ended at or after the
+// term began. It is safe because a process that has ended cannot act, and
+// because only such an end is tied to the process that holds the Lease: a
+// previous restart's end, another container's, another Pod's under the
+// same name, a terminating Pod's running container or a lost node's silence
+// change nothing, and the Lease decides as before (crash.go states the
+// argument). Config.DisableCrashTakeover turns it off.
+//
 // The identity must be unique to the process: the default is $POD_NAME (or
 // the host name) with a random suffix, and a record naming this identity
 // that this process did not write is waited out like another holder's.
@@ -139,7 +154,10 @@
 //
 // Files: elector.go holds the election loop (New, Run, standby); term.go
 // the leader's term (renewals, stepping down); lease.go the Lease state
-// (observations, acquire, renew, release); publisher.go the endpoint;
+// (observations, acquire, renew, release); instance.go what a term records
+// of its Pod, crash.go when a Pod's status shows that instance ended,
+// podwatch.go a standby's watch of the leader's Pod, takeover.go the
+// standby's side of crash takeover; publisher.go the endpoint;
 // serve.go the ServerStopper, which ends an http.Server's requests,
 // streams included, when the term ends; config.go, rbac.go, health.go and
 // metrics.go what their names say.

@@ -31,6 +31,10 @@ type Elector struct {
 	pub         *publisher
 	broadcaster record.EventBroadcaster
 	factories   []informers.SharedInformerFactory
+	// pods watches the leader's Pod for crash takeover (nil: off).
+	pods *podWatch
+	// selfErr says why this replica could not name its Pod (nameSelf).
+	selfErr error
 
 	started  atomic.Bool
 	ready    atomic.Bool
@@ -60,6 +64,17 @@ func New(cfg Config) (*Elector, error) {
 		e.cfg.EventRecorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fastover-leader", Host: cfg.Identity})
 	}
 	e.lease = newLeaseState(&e.cfg)
+	if !e.cfg.DisableCrashTakeover {
+		if e.cfg.Pod == nil {
+			e.cfg.Pod = PodFromEnv()
+		}
+		e.pods = &podWatch{
+			client:    e.cfg.Client,
+			log:       e.lease.log,
+			wake:      func() { wake(e.lease.changed) },
+			forbidden: e.crashTakeoverOff,
+		}
+	}
 	if err := e.watchLease(); err != nil {
 		return nil, err
 	}
@@ -228,6 +243,7 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 	case <-ctx.Done():
 		return nil
 	}
+	e.nameSelf(ctx)
 	e.ready.Store(true)
 	e.lease.log.Info("standing by", "leaseDuration", e.cfg.LeaseDuration, "renewDeadline", e.cfg.RenewDeadline, "retryPeriod", e.cfg.RetryPeriod)
 
@@ -278,15 +294,34 @@ const standbyRecheck = time.Minute
 func (e *Elector) standby(ctx context.Context) bool {
 	clk := e.cfg.Clock
 	recheck := max(e.cfg.LeaseDuration, standbyRecheck)
-	var lastAttempt time.Time
+	var lastAttempt, crashRetry time.Time
+	if e.pods != nil {
+		defer e.pods.stop()
+	}
 	for {
 		now := clk.Now()
 		exp := e.lease.expiry()
-		if e.lease.holder() == "" || !now.Before(exp) || now.Sub(lastAttempt) >= recheck {
+		dead := e.crashed()
+		early := dead != nil && !now.Before(crashRetry)
+		if e.lease.holder() == "" || !now.Before(exp) || now.Sub(lastAttempt) >= recheck || early {
 			lastAttempt = now
 			var acquired bool
-			if acquired, exp = e.attempt(ctx); acquired {
+			var inst *instance
+			if early {
+				inst = &dead.inst
+			}
+			if acquired, exp = e.attempt(ctx, inst); acquired {
+				if e.lease.crashTakeoverTerm() {
+					e.tookOverFromACrash(*dead)
+				}
 				return true
+			}
+			if early {
+				crashRetry = clk.Now().Add(jitter(e.cfg.RetryPeriod))
+				exp = minTime(exp, crashRetry)
+			} else if e.crashed() != nil {
+				// The read brought a record whose Pod shows its end.
+				continue
 			}
 		}
 		wait := lastAttempt.Add(recheck).Sub(clk.Now())
@@ -308,9 +343,9 @@ func (e *Elector) standby(ctx context.Context) bool {
 // attempt tries to acquire the Lease once. If it did not, it returns when
 // to try next at the latest: when the holder's Lease expires, or, if the
 // API failed, after a jittered retry period.
-func (e *Elector) attempt(ctx context.Context) (acquired bool, next time.Time) {
+func (e *Elector) attempt(ctx context.Context, dead *instance) (acquired bool, next time.Time) {
 	actx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-	ok, err := e.lease.tryAcquire(actx)
+	ok, err := e.lease.tryAcquire(actx, dead)
 	cancel()
 	switch {
 	case ok:
@@ -326,6 +361,14 @@ func (e *Elector) attempt(ctx context.Context) (acquired bool, next time.Time) {
 	}
 	// Not a live holder's Lease, but the API is unhappy.
 	return false, e.cfg.Clock.Now().Add(jitter(e.cfg.RetryPeriod))
+}
+
+// minTime returns the earlier of two times, ignoring a zero one.
+func minTime(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // jitter returns d plus up to 20%.

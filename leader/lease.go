@@ -64,8 +64,14 @@ type leaseState struct {
 	// handedOver says this replica's term began on a Lease that its
 	// previous holder released (a planned stop), not on an expired one.
 	handedOver bool
+	// crashTakeover says this replica's term began on the Lease of a
+	// leader whose process had ended (crash.go), before it expired.
+	crashTakeover bool
 	// lastLeader is the last holder reported to OnNewLeader.
 	lastLeader string
+	// self is this process's Pod and container, which its terms record
+	// (nil: they record none).
+	self *self
 
 	changed chan struct{} // the Lease changed: re-evaluate now
 }
@@ -254,45 +260,52 @@ func (e *leaseState) get(ctx context.Context) (*coordinationv1.Lease, error) {
 	return lease, nil
 }
 
-// tryAcquire takes the Lease if it is free, released or expired. It reads
-// the Lease first, so a stale observation cannot make it steal a live
-// Lease. A record naming this replica's identity counts as another
-// holder's: Run acquires once per process, so it is a previous process
-// with the same identity, which may still act until its Lease expires.
-func (e *leaseState) tryAcquire(ctx context.Context) (bool, error) {
+// tryAcquire takes the Lease if it is free, released or expired, or if
+// dead (non-nil) is the instance the live Lease records and its process
+// has ended (crash.go). It reads the Lease first, so a stale observation
+// cannot make it steal a live Lease. A record naming this replica's
+// identity counts as another holder's: Run acquires once per process, so
+// it is a previous process with the same identity, which may still act
+// until its Lease expires.
+func (e *leaseState) tryAcquire(ctx context.Context, dead *instance) (bool, error) {
 	lease, err := e.get(ctx)
 	if apierrors.IsNotFound(err) {
 		sent := e.clock.Now()
 		spec := e.spec(resourcelock.LeaderElectionRecord{}, sent)
-		created, err := e.leases.Create(ctx, &coordinationv1.Lease{
+		created := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.LeaseName},
 			Spec:       spec,
-		}, metav1.CreateOptions{})
+		}
+		setInstance(created, e.self.instanceOf(e.cfg.Identity, *spec.LeaseTransitions, sent))
+		created, err := e.leases.Create(ctx, created, metav1.CreateOptions{})
 		if err != nil {
 			return false, fmt.Errorf("create lease: %w", err)
 		}
 		e.wrote(created, sent, e.clock.Now())
 		e.mu.Lock()
-		e.handedOver = false
+		e.handedOver, e.crashTakeover = false, false
 		e.mu.Unlock()
 		return true, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("get lease: %w", err)
 	}
-	// The observation may be newer than the read (from the watch): judge
-	// by the newest.
-	if e.holder() != "" && e.clock.Now().Before(e.expiry()) {
-		return false, nil
-	}
 	base := e.latest()
 	if base == nil || base.UID == "" {
 		base = lease
+	}
+	// The observation may be newer than the read (from the watch): judge
+	// by the newest.
+	live := e.holder() != "" && e.clock.Now().Before(e.expiry())
+	early := live && dead != nil && recordsInstance(base, *dead)
+	if live && !early {
+		return false, nil
 	}
 	sent := e.clock.Now()
 	next := base.DeepCopy()
 	prev := resourcelock.LeaseSpecToLeaderElectionRecord(&base.Spec)
 	next.Spec = e.spec(*prev, sent)
+	setInstance(next, e.self.instanceOf(e.cfg.Identity, *next.Spec.LeaseTransitions, sent))
 	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("acquire lease: %w", err)
@@ -300,8 +313,26 @@ func (e *leaseState) tryAcquire(ctx context.Context) (bool, error) {
 	e.wrote(updated, sent, e.clock.Now())
 	e.mu.Lock()
 	e.handedOver = prev.HolderIdentity == "" && !prev.AcquireTime.IsZero()
+	e.crashTakeover = early
 	e.mu.Unlock()
 	return true, nil
+}
+
+// recordsInstance reports whether lease records inst for its current
+// holder and term.
+func recordsInstance(lease *coordinationv1.Lease, inst instance) bool {
+	rec, err := recordedInstance(lease)
+	return err == nil && rec.Holder == inst.Holder && rec.Term == inst.Term &&
+		rec.Namespace == inst.Namespace && rec.Pod == inst.Pod && rec.UID == inst.UID &&
+		rec.Container == inst.Container && rec.Since.Equal(inst.Since)
+}
+
+// crashTakeoverTerm reports whether this replica's term began on the Lease
+// of a leader whose process had ended.
+func (e *leaseState) crashTakeoverTerm() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.crashTakeover
 }
 
 // spec is the Lease spec of a new term of this replica, after prev.
@@ -391,6 +422,7 @@ func (e *leaseState) release(ctx context.Context) error {
 	}
 	now := e.clock.Now()
 	next := base.DeepCopy()
+	setInstance(next, nil)
 	next.Spec.HolderIdentity = nil
 	next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
 	next.Spec.RenewTime = &metav1.MicroTime{Time: now}
@@ -405,6 +437,15 @@ func (e *leaseState) release(ctx context.Context) error {
 
 // recordEvent records an Event on the Lease, as client-go's locks do.
 func (e *leaseState) recordEvent(reason, msg string) {
+	e.event(corev1.EventTypeNormal, reason, msg)
+}
+
+// recordWarning records a Warning Event on the Lease.
+func (e *leaseState) recordWarning(reason, msg string) {
+	e.event(corev1.EventTypeWarning, reason, msg)
+}
+
+func (e *leaseState) event(typ, reason, msg string) {
 	if e.cfg.EventRecorder == nil {
 		return
 	}
@@ -414,5 +455,5 @@ func (e *leaseState) recordEvent(reason, msg string) {
 	}
 	ref := lease.DeepCopy()
 	ref.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("Lease"))
-	e.cfg.EventRecorder.Event(ref, corev1.EventTypeNormal, reason, e.cfg.Identity+" "+msg)
+	e.cfg.EventRecorder.Event(ref, typ, reason, e.cfg.Identity+" "+msg)
 }

@@ -68,7 +68,7 @@ func TestSlowReadDoesNotShortenTheLease(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		return false, nil, nil
 	})
-	ok, err := e.tryAcquire(context.Background())
+	ok, err := e.tryAcquire(context.Background(), nil)
 	require.NoError(t, err)
 	assert.False(t, ok, "the holder has just renewed")
 	// The holder acts until it renewed + 1.5 s (from before its request,
@@ -84,7 +84,7 @@ func TestStaleRecordIsIgnored(t *testing.T) {
 	old := testLease("20", "other", 2, 4, time.Now().Add(-time.Hour))
 	e, _ := testElection(t, "me", old)
 	e.observe(old, time.Now().Add(-time.Hour)) // seen an hour ago
-	ok, err := e.tryAcquire(context.Background())
+	ok, err := e.tryAcquire(context.Background(), nil)
 	require.NoError(t, err)
 	require.True(t, ok, "the other holder's Lease expired an hour ago")
 	require.True(t, e.mine())
@@ -140,7 +140,7 @@ func TestLeaderSurvivesStaleWatch(t *testing.T) {
 // (a Pod recreated under the same name) is waited out like another's.
 func TestSameIdentityFromAnotherProcessIsWaitedOut(t *testing.T) {
 	e, _ := testElection(t, "ctl-0", testLease("30", "ctl-0", 2, 7, time.Now()))
-	ok, err := e.tryAcquire(context.Background())
+	ok, err := e.tryAcquire(context.Background(), nil)
 	require.NoError(t, err)
 	assert.False(t, ok, "took a live Lease of a previous process with the same identity")
 	assert.False(t, e.mine())
@@ -150,7 +150,7 @@ func TestSameIdentityFromAnotherProcessIsWaitedOut(t *testing.T) {
 // under the same name) is a lost Lease, not a renewal.
 func TestRenewDetectsAnotherTermOfTheSameIdentity(t *testing.T) {
 	e, client := testElection(t, "ctl-0", testLease("40", "", 1, 2, time.Now().Add(-time.Hour)))
-	ok, err := e.tryAcquire(context.Background())
+	ok, err := e.tryAcquire(context.Background(), nil)
 	require.NoError(t, err)
 	require.True(t, ok)
 	// Another incarnation takes a new term under the same identity.
@@ -171,7 +171,7 @@ var errConflict = apierrors.NewConflict(coordinationv1.Resource("leases"), "l", 
 // gives up: the record may be old news whose version could not be ordered.
 func TestRenewConfirmsAForeignObservation(t *testing.T) {
 	e, _ := testElection(t, "me", testLease("60", "", 1, 2, time.Now().Add(-time.Hour)))
-	ok, err := e.tryAcquire(context.Background())
+	ok, err := e.tryAcquire(context.Background(), nil)
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.observeLease(testLease("", "other", 2, 2, time.Now())) // no version: cannot be ordered

@@ -13,13 +13,16 @@ type Metrics struct {
 	transitions   prometheus.Counter
 	publish       prometheus.Histogram
 	publishErrors prometheus.Counter
+	crashes       prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg:
 // fastover_leader_is_leader, fastover_leader_transitions_total (times this
 // replica became the leader), fastover_leader_endpoint_publish_seconds
 // (from acquiring the Lease to the endpoint published) and
-// fastover_leader_endpoint_publish_errors_total.
+// fastover_leader_endpoint_publish_errors_total, and
+// fastover_leader_crash_takeovers_total (terms begun on the Lease of a
+// leader whose process had ended, before it expired).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -39,8 +42,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "fastover_leader_endpoint_publish_errors_total",
 			Help: "Failed attempts to publish the leader's endpoint.",
 		}),
+		crashes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fastover_leader_crash_takeovers_total",
+			Help: "Times this replica took the Lease from a leader whose process the kubelet reported ended, before the Lease expired.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.isLeader, m.transitions, m.publish, m.publishErrors} {
+	for _, c := range []prometheus.Collector{m.isLeader, m.transitions, m.publish, m.publishErrors, m.crashes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -69,5 +76,11 @@ func (m *Metrics) observePublish(d time.Duration) {
 func (m *Metrics) publishError() {
 	if m != nil {
 		m.publishErrors.Inc()
+	}
+}
+
+func (m *Metrics) crashTakeover() {
+	if m != nil {
+		m.crashes.Inc()
 	}
 }

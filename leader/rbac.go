@@ -13,7 +13,11 @@ import rbacv1 "k8s.io/api/rbac/v1"
 //     Endpoints object), or only delete with SkipEndpoints (the stale
 //     Endpoints object of selector days);
 //     pods get when Ports is empty (the Service's ports are published, and
-//     a named targetPort is resolved from the leader's own Pod).
+//     a named targetPort is resolved from the leader's own Pod);
+//   - pods: get, list, watch (crash takeover: a replica reads its own Pod,
+//     standbys watch the leader's). A Role without them still works,
+//     without crash takeover (a Warning Event CrashTakeoverOff says so); with
+//     Config.DisableCrashTakeover they are not used.
 //
 // manifests/example/rbac.yaml holds the example's Role, and a test keeps it
 // equal to PolicyRules for the example's configuration.
@@ -35,9 +39,8 @@ func PolicyRules(endpoint *EndpointConfig) []rbacv1.PolicyRule {
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: services},
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: endpoints},
 		)
-		if len(endpoint.Ports) == 0 {
-			rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}})
-		}
 	}
-	return append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}})
+	return append(rules,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}})
 }

@@ -21,14 +21,15 @@ func TestPolicyRules(t *testing.T) {
 	}
 	assert.Equal(t, map[string][]string{
 		"leases": {"get", "list", "watch", "create", "update"},
+		"pods":   {"get", "list", "watch"},
 		"events": {"create", "patch", "update"},
-	}, verbs(PolicyRules(nil)), "election only")
+	}, verbs(PolicyRules(nil)), "election only: the Lease, and the Pods for crash takeover")
 	withSelector := verbs(PolicyRules(&EndpointConfig{RemoveSelector: true}))
 	assert.Equal(t, []string{"get", "list", "watch", "patch"}, withSelector["services"])
 	assert.Equal(t, []string{"get", "list", "watch", "create", "update", "delete"}, withSelector["endpoints"], "the leader's Endpoints object")
 	assert.Equal(t, []string{"delete"}, verbs(PolicyRules(&EndpointConfig{SkipEndpoints: true}))["endpoints"], "SkipEndpoints: the stale one only")
 	assert.Equal(t, []string{"get", "list", "watch", "create", "update", "delete"}, withSelector["endpointslices"])
 	assert.Equal(t, []string{"get", "list", "watch"}, verbs(PolicyRules(&EndpointConfig{}))["services"])
-	assert.Equal(t, []string{"get"}, verbs(PolicyRules(&EndpointConfig{}))["pods"], "the Service's ports: a named targetPort is resolved from the Pod")
-	assert.NotContains(t, verbs(PolicyRules(&EndpointConfig{Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}}})), "pods", "explicit ports")
+	assert.Equal(t, []string{"get", "list", "watch"}, verbs(PolicyRules(&EndpointConfig{}))["pods"], "the Service's ports (a named targetPort is resolved from the Pod), and crash takeover")
+	assert.Equal(t, []string{"get", "list", "watch"}, verbs(PolicyRules(&EndpointConfig{Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}}}))["pods"], "explicit ports: crash takeover")
 }

@@ -43,6 +43,7 @@ func (e *Elector) startTerm(work func(ctx context.Context) error) *term {
 	e.cfg.Metrics.setLeader(true)
 	t.log.Info("became the leader")
 	e.lease.recordEvent("LeaderElection", "became leader")
+	e.unnamedTerm()
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	t.stopWork = stopWork

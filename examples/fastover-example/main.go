@@ -75,6 +75,8 @@ type options struct {
 	allowedNames   string
 	apiStandby     string
 	standby        string
+	crashTakeover  bool
+	crashSignals   bool
 }
 
 func parseFlags(args []string, out io.Writer) (*options, error) {
@@ -104,6 +106,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.allowedNames, "requestheader-allowed-names", "", "common names allowed for the aggregation layer's client certificate, comma-separated, with --requestheader-client-ca-file (empty: any signed by the CA)")
 	fs.StringVar(&o.standby, "standby", "refuse", "what GET / answers on a replica that does not lead: refuse (503 and Connection: close, leader.Only: a client that reached it, on a connection it kept or at the address of a crashed leader's restarted container, dials the Service again) or answer (its identity, as the leader does)")
 	fs.StringVar(&o.apiStandby, "api-standby", "answer", "what a replica that does not lead answers to the aggregated API's replicas: answer (itself, status.leading false) or refuse (503 ServiceUnavailable, Retry-After 1)")
+	fs.BoolVar(&o.crashTakeover, "crash-takeover", true, "crash takeover (leader.Config.Pod, from $POD_NAME, $POD_NAMESPACE, $POD_UID, $CONTAINER_NAME): standbys take over the moment the kubelet reports the leader's container ended; false: when its Lease expires")
+	fs.BoolVar(&o.crashSignals, "crash-signals", false, "crash on a signal, for tests and demos: SIGUSR1 panics, SIGUSR2 allocates memory until the container's memory limit has it OOM-killed")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -171,6 +175,8 @@ func run(args []string, stderr io.Writer) error {
 		RetryPeriod:   o.retryPeriod,
 		Metrics:       metrics,
 		Logger:        klog.Background(),
+
+		DisableCrashTakeover: !o.crashTakeover,
 	}
 	if o.service != "" {
 		// The Pod's name and node from the downward API; the address
@@ -235,6 +241,9 @@ func run(args []string, stderr io.Writer) error {
 	}
 	defer acts.close()
 
+	if o.crashSignals {
+		crashOnSignals()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	klog.InfoS("fastover-example started", "identity", elector.Identity(), "listen", l.Addr().String(), "service", o.service, "https", tlsConfig != nil)

@@ -231,7 +231,7 @@ func (f podFault) String() string {
 
 func (d *demo) realLeaderKilled(ctx context.Context) Result {
 	res := Result{Name: "The leader is killed", Measured: "a new leader answers through the Service"}
-	d.out.Printf("\n==> scenario 2/5: the leader is killed (SIGKILL to its container's process, from its node: a crash, an OOM kill). A standby in another pod must take the Lease when it expires (lease duration %v) and become the Service's endpoint",
+	d.out.Printf("\n==> scenario 2/5: the leader is killed (SIGKILL to its container's process, from its node: a crash, an OOM kill). A standby in another pod must take the Lease as soon as the kubelet reports the container ended (crash takeover), not when it expires (lease duration %v), and become the Service's endpoint",
 		d.opts.LeaseDuration)
 	res = d.podFailover(ctx, res, podKilled, d.opts.LeaseDuration+d.opts.RetryPeriod+15*time.Second)
 	res.Baseline = d.leaseBaseline(res)
@@ -302,7 +302,7 @@ func (d *demo) podFailover(ctx context.Context, res Result, fault podFault, time
 	}
 	switch fault {
 	case podKilled:
-		res.Spans = []Span{{From: 0, To: expires.Sub(t0), What: "the dead leader's Lease runs out"}}
+		res.Spans = []Span{{From: 0, To: expires.Sub(t0), What: "the dead leader's Lease, which a lease-only election waits out"}}
 		tl.mark(t0, fmt.Sprintf("SIGKILL to the leader %s on %s", old.pod.Name, node.Name))
 	case podFrozen:
 		res.Spans = []Span{{From: 0, To: expires.Sub(t0), What: "the frozen leader's Lease runs out"}}
@@ -359,9 +359,14 @@ func (d *demo) podFailover(ctx context.Context, res Result, fault podFault, time
 	answered := first.Done()
 	tl.mark(answered, next+" answers the client through the ClusterIP")
 	for _, ch := range leases.since(t0) {
-		if ch.Holder == "" {
+		switch {
+		case ch.Holder == "":
 			tl.mark(ch.At, old.id+" releases the Lease")
-		} else {
+		case fault == podKilled && ch.At.Before(expires):
+			tl.mark(ch.At, ch.Holder+" takes the Lease: the kubelet reported the leader's container ended (crash takeover)")
+			res.Notes = append(res.Notes, fmt.Sprintf("crash takeover: %s took the Lease %s after the kill, %s before it would have expired, once the kubelet reported the container ended",
+				ch.Holder, FormatDuration(ch.At.Sub(t0)), FormatDuration(expires.Sub(ch.At))))
+		default:
 			tl.mark(ch.At, ch.Holder+" takes the Lease")
 		}
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // podClient is a client in a pod of a real node: `testhost get` calling a
-// URL every 100 ms on connections it keeps (Go's default transport), one
+// URL every 100 ms (or as given) on connections it keeps (Go's default transport), one
 // line per call in its log, which the test reads through the API server.
 type podClient struct {
 	env       *cluster.Env
@@ -25,6 +25,12 @@ type podClient struct {
 // startPodClient starts the client's pod on node and waits until it runs.
 func startPodClient(ctx context.Context, t *testing.T, env *cluster.Env, ns, name, node, url string) *podClient {
 	t.Helper()
+	return startPodClientEvery(ctx, t, env, ns, name, node, url, 100*time.Millisecond)
+}
+
+// startPodClientEvery is startPodClient with the calls every every.
+func startPodClientEvery(ctx context.Context, t *testing.T, env *cluster.Env, ns, name, node, url string, every time.Duration) *podClient {
+	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
@@ -32,7 +38,7 @@ func startPodClient(ctx context.Context, t *testing.T, env *cluster.Env, ns, nam
 			TerminationGracePeriodSeconds: new(int64),
 			Containers: []corev1.Container{{
 				Name: "client", Image: cluster.TestHostImage,
-				Command: []string{"testhost", "get", "-every=100ms", "-timeout=1s", url},
+				Command: []string{"testhost", "get", "-every=" + every.String(), "-timeout=1s", url},
 			}},
 		},
 	}

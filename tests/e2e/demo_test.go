@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -161,6 +162,11 @@ func TestDemoRealNodes(t *testing.T) {
 		assert.Zero(t, c.OldAfterNew, "%s: the old leader answered after the new one", r.Name)
 		if r.Name != "The leader gets SIGTERM" {
 			assert.Less(t, c.Gap, 4*time.Second+3*time.Second, "%s: within the lease (4 s) and 3 s", r.Name)
+		}
+		if r.Name == "The leader is killed" {
+			// Crash takeover: the kubelet's report, not the Lease.
+			assert.Less(t, c.Gap, 4*time.Second, "%s: crash takeover waited for the Lease (4 s)", r.Name)
+			assert.True(t, slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "crash takeover: ") }), "%s: no crash takeover in %q", r.Name, r.Notes)
 		}
 	}
 	data, err := os.ReadFile(svg)
