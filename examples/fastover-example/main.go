@@ -34,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/fastover/fastover/internal/crashsignal"
 	"github.com/fastover/fastover/internal/version"
 	"github.com/fastover/fastover/leader"
 )
@@ -242,7 +243,7 @@ func run(args []string, stderr io.Writer) error {
 	defer acts.close()
 
 	if o.crashSignals {
-		crashOnSignals()
+		crashsignal.Handle("fastover-example")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -134,3 +134,21 @@ func (e *Env) PushImages(ctx context.Context, tag string) (map[string]v1.Hash, e
 	}
 	return digests, nil
 }
+
+// PushBinaryImage builds the image of one program of this module (once
+// per process), as fastover's own are built, and pushes it to the registry
+// of the real nodes as ref: a test's own program in a pod, such as the
+// client-go baseline of a measurement.
+func (e *Env) PushBinaryImage(ctx context.Context, ref string, b imagebuild.Binary) error {
+	e.mu.Lock()
+	reg := e.registry
+	e.mu.Unlock()
+	if reg == nil {
+		return fmt.Errorf("cluster: no registry to push %s to: add a real node first (AddRealNode)", ref)
+	}
+	imgs, err := buildImages(ctx, []imagebuild.Binary{b})
+	if err != nil {
+		return err
+	}
+	return reg.Push(ctx, ref, imgs[b.Name].Index, e.DialContext)
+}

@@ -28,7 +28,10 @@
 // another replica may acquire it, and Start returns an error wrapping
 // leader.ErrLeadershipLost: the program must exit, as with
 // controller-runtime's election, and its restart policy brings it back as
-// a fresh standby.
+// a fresh standby. A replica that crashes on a healthy node is replaced as
+// soon as its kubelet reports the container ended (the leader package's
+// crash takeover, with leader.Config.Pod's default from the downward API);
+// the Role then needs get, list and watch on pods (leader.PolicyRules).
 //
 // # How it plugs into the manager
 //

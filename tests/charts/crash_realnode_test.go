@@ -14,11 +14,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/imagebuild"
 	"github.com/fastover/fastover/tests/charts"
 )
 
@@ -45,11 +50,12 @@ var crashKinds = []crashKind{
 // from the crash to the first answer of the new leader through the
 // ClusterIP, for a client in a pod that calls every 20 ms on connections it
 // keeps: with crash takeover (the standbys take over when the kubelet
-// reports the container ended) and without it (the Lease decides, as with
-// client-go's election), each crash kind FASTOVER_CRASH_RUNS times (1 by
-// default; `make bench-crash` runs 5). After each crash the crashed pod is
-// deleted and the Deployment's replacement awaited, so that no container is
-// in a CrashLoopBackOff when its turn to lead comes.
+// reports the container ended), without it (the Lease decides), and for
+// client-go's election (tests/bench/leaderbaseline in pods: a LeaseLock, an
+// endpoint written when leading), each crash kind FASTOVER_CRASH_RUNS times
+// (1 by default; `make bench-crash` runs 5). After each crash the crashed
+// pod is replaced once its container has restarted, so that no container
+// is in a CrashLoopBackOff when its turn to lead comes.
 func TestCrashTakeoverOnRealNodes(t *testing.T) {
 	runs := 1
 	if s := os.Getenv("FASTOVER_CRASH_RUNS"); s != "" {
@@ -57,7 +63,7 @@ func TestCrashTakeoverOnRealNodes(t *testing.T) {
 		require.NoError(t, err, "FASTOVER_CRASH_RUNS")
 		runs = n
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(runs)*3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(runs)*4*time.Minute)
 	defer cancel()
 	nodes := []string{"real-1", "real-2", "real-3"}
 	env, realNodes := realEnv(ctx, t, cluster.Options{}, nodes...)
@@ -68,33 +74,37 @@ func TestCrashTakeoverOnRealNodes(t *testing.T) {
 	require.NoError(t, env.CreateNamespace(ctx, exampleNS, restricted(nil)))
 	h := newHelm(t, env, "fastover-example", exampleNS)
 	h.install(ctx, t, charts.Example, 3*time.Minute, "crashSignals=true")
-	svc, err := env.Client.CoreV1().Services(exampleNS).Get(ctx, "fastover-example", metav1.GetOptions{})
-	require.NoError(t, err)
-	leader := waitPublished(ctx, t, env, "")
 	const clientNS = "crash-client"
 	require.NoError(t, env.CreateNamespace(ctx, clientNS, nil))
-	url := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "8080") + "/"
-	client := startPodClientEvery(ctx, t, env, clientNS, "client", nodes[0], url, 20*time.Millisecond)
-	waitAnswer(ctx, t, client, leader.Identity, time.Now())
+	client := startAppClient(ctx, t, env, exampleApp, clientNS, "client", nodes[0])
 	const lease = 15 * time.Second
 
+	const (
+		modeTakeover = "crash takeover"
+		modeLease    = "lease only"
+		modeClientGo = "client-go"
+	)
+	modes := []string{modeTakeover, modeLease, modeClientGo}
 	results := map[string][]time.Duration{}
-	for _, takeover := range []bool{true, false} {
-		mode := "crash takeover"
-		if !takeover {
-			mode = "lease only"
+	for _, mode := range modes {
+		a := exampleApp
+		switch mode {
+		case modeLease:
 			h.upgrade(ctx, t, charts.Example, 3*time.Minute, "crashSignals=true", "crashTakeover=false")
-			waitReplicas(ctx, t, env, 3, "")
+			a.waitReplicas(ctx, t, env, 3, "")
+		case modeClientGo:
+			a = installBaseline(ctx, t, env)
+			client = startAppClient(ctx, t, env, a, clientNS, "baseline-client", nodes[0])
 		}
 		for _, kind := range crashKinds {
 			for run := range runs {
 				name := fmt.Sprintf("%s, %s, run %d", mode, kind.name, run+1)
-				d := crashLeader(ctx, t, env, realNodes, client, kind, name)
+				d := crashLeader(ctx, t, env, realNodes, client, a, kind, name)
 				results[mode+" "+kind.name] = append(results[mode+" "+kind.name], d)
-				if takeover {
+				if mode == modeTakeover {
 					assert.Less(t, d, lease/2, "%s: crash takeover waited for the Lease", name)
 				} else {
-					assert.Greater(t, d, lease-5*time.Second, "%s: replaced before the Lease expired without crash takeover", name)
+					assert.Greater(t, d, lease-5*time.Second, "%s: replaced before the Lease expired", name)
 				}
 			}
 		}
@@ -103,7 +113,7 @@ func TestCrashTakeoverOnRealNodes(t *testing.T) {
 	fmt.Fprintf(&b, "crash → new leader answering through the ClusterIP (client in a pod, every 20 ms, kept connections), lease %v, %d run(s) each:\n", lease, runs)
 	fmt.Fprintf(&b, "%-10s %-16s %-9s %s\n", "crash", "mode", "p50", "min–max")
 	for _, kind := range crashKinds {
-		for _, mode := range []string{"crash takeover", "lease only"} {
+		for _, mode := range modes {
 			ds := slices.Clone(results[mode+" "+kind.name])
 			slices.Sort(ds)
 			if len(ds) == 0 {
@@ -115,13 +125,95 @@ func TestCrashTakeoverOnRealNodes(t *testing.T) {
 	t.Log(b.String())
 }
 
+// startAppClient starts a client in a pod on node that calls the app's
+// ClusterIP every 20 ms, and waits for its leader's answer.
+func startAppClient(ctx context.Context, t *testing.T, env *cluster.Env, a app, ns, name, node string) *podClient {
+	t.Helper()
+	svc, err := env.Client.CoreV1().Services(a.ns).Get(ctx, a.service, metav1.GetOptions{})
+	require.NoError(t, err)
+	leader := a.waitPublished(ctx, t, env, "")
+	url := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "8080") + "/"
+	c := startPodClientEvery(ctx, t, env, ns, name, node, url, 20*time.Millisecond)
+	waitAnswer(ctx, t, c, leader.Identity, time.Now())
+	return c
+}
+
+// baselineImage is tests/bench/leaderbaseline's image, client-go's
+// election in pods.
+const baselineImage = "ghcr.io/fastover/leaderbaseline:test"
+
+// installBaseline runs three replicas of tests/bench/leaderbaseline (the
+// example's program written with client-go's leaderelection) in namespace
+// "baseline", as the example's chart runs its own: a selector-less
+// Service, a Role for its Lease and EndpointSlices, 15s/10s/2s, a 64Mi
+// memory limit, --crash-signals; and returns it as an app.
+func installBaseline(ctx context.Context, t *testing.T, env *cluster.Env) app {
+	t.Helper()
+	require.NoError(t, env.PushBinaryImage(ctx, baselineImage, imagebuild.Binary{Name: "leaderbaseline", Package: "./tests/bench/leaderbaseline"}))
+	const ns, name = "baseline", "leaderbaseline"
+	require.NoError(t, env.CreateNamespace(ctx, ns, restricted(nil)))
+	labels := map[string]string{"app.kubernetes.io/name": name}
+	_, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	fromField := func(env, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	_, err = env.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            name,
+					TerminationGracePeriodSeconds: ptr.To[int64](40),
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname,
+						WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}},
+					Containers: []corev1.Container{{
+						Name: name, Image: baselineImage,
+						Args: []string{"--namespace=$(POD_NAMESPACE)", "--service=" + name, "--lease=" + name,
+							"--address=$(POD_IP)", "--listen=:8080", "--port=8080", "--crash-signals",
+							"--lease-duration=15s", "--renew-deadline=10s", "--retry-period=2s"},
+						Env:       []corev1.EnvVar{fromField("POD_NAMESPACE", "metadata.namespace"), fromField("POD_IP", "status.podIP")},
+						Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+					}},
+				},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	a := app{ns: ns, lease: name, service: name, selector: "app.kubernetes.io/name=" + name}
+	a.waitReplicas(ctx, t, env, 3, "")
+	return a
+}
+
 // crashLeader crashes the leader as kind says, waits for another replica
 // to answer the client, checks what the kubelet reported of the crashed
 // container, replaces the crashed pod, and returns the time from the crash
 // to the first answer of the new leader.
-func crashLeader(ctx context.Context, t *testing.T, env *cluster.Env, nodes map[string]*cluster.RealNode, client *podClient, kind crashKind, name string) time.Duration {
+func crashLeader(ctx context.Context, t *testing.T, env *cluster.Env, nodes map[string]*cluster.RealNode, client *podClient, a app, kind crashKind, name string) time.Duration {
 	t.Helper()
-	old := waitPublished(ctx, t, env, "")
+	old := a.waitPublished(ctx, t, env, "")
 	waitAnswer(ctx, t, client, old.Identity, time.Now())
 	running, ok := runningContainer(old.Pod)
 	require.True(t, ok, "%s: the leader %s's container does not run", name, old.Name)
@@ -139,13 +231,13 @@ func crashLeader(ctx context.Context, t *testing.T, env *cluster.Env, nodes map[
 	}), "%s: no new leader answered", name)
 	d := first.at.Sub(crashed)
 	// The new leader may be the crashed pod's restarted container.
-	next := waitPublished(ctx, t, env, "")
-	assert.Equal(t, first.answer, next.Identity, "%s: the first to answer is not the Lease's holder", name)
+	next := a.waitPublished(ctx, t, env, "")
+	assert.Equal(t, next.Identity, first.answer, "%s: the first to answer is not the Lease's holder", name)
 
 	// What the kubelet reports of the crashed container.
 	var term *corev1.ContainerStateTerminated
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := env.Client.CoreV1().Pods(exampleNS).Get(ctx, old.Name, metav1.GetOptions{})
+		p, err := env.Client.CoreV1().Pods(a.ns).Get(ctx, old.Name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ContainerStatuses) == 0 {
 			return false, nil
 		}
@@ -162,9 +254,28 @@ func crashLeader(ctx context.Context, t *testing.T, env *cluster.Env, nodes map[
 	assert.Equal(t, kind.code, term.ExitCode, "%s: the crashed container's exit code", name)
 	t.Logf("%s: %s (%s) crashed: %s, exit code %d; %s answered through the ClusterIP %v later", name, old.Name, old.Spec.NodeName, term.Reason, term.ExitCode, next.Identity, d.Round(time.Millisecond))
 
-	require.NoError(t, env.Client.CoreV1().Pods(exampleNS).Delete(ctx, old.Name, metav1.DeleteOptions{}))
-	waitReplicas(ctx, t, env, 3, old.Name)
+	replaceCrashed(ctx, t, env, a, old.Name, running.RestartCount)
 	return d
+}
+
+// replaceCrashed deletes an example pod whose container ended, once the
+// kubelet has restarted it (restarts above before) and it is Ready, and
+// waits for the Deployment's replacement: so that no container is in a
+// CrashLoopBackOff when its turn to lead comes. (Deleted while the
+// restarted container is starting, a pod may miss its SIGTERM and stand
+// by, Terminating, until its grace period ends.)
+func replaceCrashed(ctx context.Context, t *testing.T, env *cluster.Env, a app, name string, before int32) {
+	t.Helper()
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := env.Client.CoreV1().Pods(a.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		st := p.Status.ContainerStatuses[0]
+		return st.RestartCount > before && st.Ready, nil
+	}), "the kubelet did not restart %s's container", name)
+	require.NoError(t, env.Client.CoreV1().Pods(a.ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	a.waitReplicas(ctx, t, env, 3, name)
 }
 
 // runningContainer is the running container of an example pod.
@@ -177,12 +288,13 @@ func runningContainer(p corev1.Pod) (corev1.ContainerStatus, bool) {
 	return corev1.ContainerStatus{}, false
 }
 
-// waitReplicas waits until n example pods (none named gone) are Ready.
-func waitReplicas(ctx context.Context, t *testing.T, env *cluster.Env, n int, gone string) {
+// waitReplicas waits until n of the app's pods (none named gone) are
+// Ready.
+func (a app) waitReplicas(ctx context.Context, t *testing.T, env *cluster.Env, n int, gone string) {
 	t.Helper()
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		ready := 0
-		for _, p := range examplePods(ctx, t, env) {
+		for _, p := range a.pods(ctx, t, env) {
 			if p.Name == gone {
 				return false, nil
 			}
@@ -191,5 +303,5 @@ func waitReplicas(ctx context.Context, t *testing.T, env *cluster.Env, n int, go
 			}
 		}
 		return ready == n, nil
-	}), "%d example replicas Ready", n)
+	}), "%d replicas of %s/%s Ready", n, a.ns, a.service)
 }

@@ -287,7 +287,22 @@ func podReady(p corev1.Pod) bool {
 // examplePods are the example's pods that are not terminating.
 func examplePods(ctx context.Context, t *testing.T, env *cluster.Env) []corev1.Pod {
 	t.Helper()
-	list, err := env.Client.CoreV1().Pods(exampleNS).List(ctx, metav1.ListOptions{LabelSelector: exampleSelector})
+	return exampleApp.pods(ctx, t, env)
+}
+
+// app is a leader-elected program installed on the cluster: its
+// namespace, Lease, Service (the leader its only endpoint) and pods.
+type app struct {
+	ns, lease, service, selector string
+}
+
+// exampleApp is charts/fastover-example as the tests install it.
+var exampleApp = app{ns: exampleNS, lease: "fastover-example", service: "fastover-example", selector: exampleSelector}
+
+// pods are the app's pods that are not terminating.
+func (a app) pods(ctx context.Context, t *testing.T, env *cluster.Env) []corev1.Pod {
+	t.Helper()
+	list, err := env.Client.CoreV1().Pods(a.ns).List(ctx, metav1.ListOptions{LabelSelector: a.selector})
 	require.NoError(t, err)
 	var out []corev1.Pod
 	for _, p := range list.Items {
@@ -306,15 +321,23 @@ type published struct {
 	Identity string
 }
 
-// waitPublished waits until the Lease's holder is a running example pod
+// waitPublished waits until the example's Lease names a running pod
 // (other than the pod named not, if given) whose pod IP is the only
 // endpoint of the Service's EndpointSlices, and returns it.
 func waitPublished(ctx context.Context, t *testing.T, env *cluster.Env, not string) published {
 	t.Helper()
+	return exampleApp.waitPublished(ctx, t, env, not)
+}
+
+// waitPublished waits until the app's Lease names a running pod (other
+// than the pod named not, if given) whose pod IP is the only endpoint of
+// the Service's EndpointSlices, and returns it.
+func (a app) waitPublished(ctx context.Context, t *testing.T, env *cluster.Env, not string) published {
+	t.Helper()
 	var leader published
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		lease, err := env.Client.CoordinationV1().Leases(exampleNS).Get(ctx, "fastover-example", metav1.GetOptions{})
+		lease, err := env.Client.CoordinationV1().Leases(a.ns).Get(ctx, a.lease, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil {
 			last = fmt.Sprintf("lease: %v", err)
 			return false, nil
@@ -325,12 +348,12 @@ func waitPublished(ctx context.Context, t *testing.T, env *cluster.Env, not stri
 			last = "the Lease still names " + holder
 			return false, nil
 		}
-		p, err := env.Client.CoreV1().Pods(exampleNS).Get(ctx, podName, metav1.GetOptions{})
+		p, err := env.Client.CoreV1().Pods(a.ns).Get(ctx, podName, metav1.GetOptions{})
 		if err != nil || p.DeletionTimestamp != nil || p.Status.PodIP == "" {
 			last = fmt.Sprintf("the holder %s is no running pod (%v)", holder, err)
 			return false, nil
 		}
-		eps, err := env.Client.DiscoveryV1().EndpointSlices(exampleNS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=fastover-example"})
+		eps, err := env.Client.DiscoveryV1().EndpointSlices(a.ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + a.service})
 		if err != nil {
 			return false, nil
 		}
@@ -344,7 +367,7 @@ func waitPublished(ctx context.Context, t *testing.T, env *cluster.Env, not stri
 		leader = published{Pod: *p, Identity: holder}
 		return len(addrs) == 1 && addrs[0] == p.Status.PodIP, nil
 	})
-	require.NoError(t, err, "no leader published as the Service's only endpoint: %s", last)
+	require.NoError(t, err, "no leader of %s/%s published as the Service's only endpoint: %s", a.ns, a.service, last)
 	return leader
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fastover/fastover/internal/acting"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/tests/harness/faultproxy"
@@ -288,64 +288,23 @@ func (c *chaos) settle(ctx context.Context) {
 	waitServing(ctx, c.t, c.f, "", 30*time.Second)
 }
 
-// term is one replica's term as the leader, as it logged it.
-type term struct {
-	id          string
-	n           int
-	start, last time.Time // first and last action
-	acts        int
-	stop        string // Run's error, "" if the process died
-	stopAt      time.Time
-}
+// term is one replica's term as the leader, as its acting log says.
+type term = acting.Term
 
 func readActingLog(t *testing.T, path string) []*term {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer func() { _ = f.Close() }()
-	open := map[string]*term{}
-	var terms []*term
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.SplitN(sc.Text(), " ", 4)
-		if len(fields) < 3 {
-			t.Errorf("acting log: bad line %q", sc.Text())
-			continue
-		}
-		ns, err := strconv.ParseInt(fields[0], 10, 64)
-		require.NoError(t, err)
-		at, id := time.Unix(0, ns), fields[1]
-		switch fields[2] {
-		case "start":
-			n, _ := strconv.Atoi(fields[3])
-			tm := &term{id: id, n: n, start: at, last: at}
-			open[id] = tm
-			terms = append(terms, tm)
-		case "act":
-			if tm := open[id]; tm != nil {
-				tm.last, tm.acts = at, tm.acts+1
-			}
-		case "stop":
-			if tm := open[id]; tm != nil {
-				tm.stop, tm.stopAt = fields[3], at
-				delete(open, id)
-			}
-		}
-	}
-	require.NoError(t, sc.Err())
+	terms, err := acting.Parse(f)
+	require.NoError(t, err)
 	return terms
 }
 
 // checkNoOverlap: no two terms' actions interleave.
 func checkNoOverlap(t *testing.T, terms []*term) {
-	for i, a := range terms {
-		for _, b := range terms[i+1:] {
-			if a.acts > 0 && b.acts > 0 && a.start.Before(b.last) && b.start.Before(a.last) {
-				t.Errorf("two leaders acted at once: %s (term %d) %s–%s and %s (term %d) %s–%s",
-					a.id, a.n, a.start.Format(time.StampMicro), a.last.Format(time.StampMicro),
-					b.id, b.n, b.start.Format(time.StampMicro), b.last.Format(time.StampMicro))
-			}
-		}
+	for _, o := range acting.Overlaps(terms) {
+		t.Error(o)
 	}
 }
 
@@ -363,19 +322,19 @@ func checkPublished(t *testing.T, changes []fleet.Publication) {
 // between its term's start and a moment after its stop.
 func checkDepositions(t *testing.T, terms []*term, history []leaseVersion) {
 	for _, tm := range terms {
-		if !strings.Contains(tm.stop, "held by") && !strings.Contains(tm.stop, "taken by") {
+		if !strings.Contains(tm.Stop, "held by") && !strings.Contains(tm.Stop, "taken by") {
 			continue
 		}
 		named := false
 		for _, v := range history {
-			if v.at.After(tm.start) && v.at.Before(tm.stopAt.Add(time.Second)) && (v.holder != tm.id || v.term != int32(tm.n)) {
+			if v.at.After(tm.Start) && v.at.Before(tm.StopAt.Add(time.Second)) && (v.holder != tm.ID || v.term != int32(tm.N)) {
 				named = true
 				break
 			}
 		}
 		if !named {
 			t.Errorf("%s (term %d) stepped down at %s (%s) while the Lease still named it",
-				tm.id, tm.n, tm.stopAt.Format(time.StampMilli), tm.stop)
+				tm.ID, tm.N, tm.StopAt.Format(time.StampMilli), tm.Stop)
 		}
 	}
 }
@@ -384,22 +343,22 @@ func checkDepositions(t *testing.T, terms []*term, history []leaseVersion) {
 // healthy standby was there, and logs the run's counts.
 func (c *chaos) checkGaps(t *testing.T, terms []*term, end time.Time) {
 	sorted := slices.Clone(terms)
-	slices.SortFunc(sorted, func(a, b *term) int { return a.start.Compare(b.start) })
+	slices.SortFunc(sorted, func(a, b *term) int { return a.Start.Compare(b.Start) })
 	var longest, longestAny time.Duration
 	var longestAt time.Time
 	for i := 1; i < len(sorted); i++ {
-		prevEnd := sorted[i-1].last
+		prevEnd := sorted[i-1].Last
 		for _, p := range sorted[:i] {
-			if p.last.After(prevEnd) {
-				prevEnd = p.last
+			if p.Last.After(prevEnd) {
+				prevEnd = p.Last
 			}
 		}
-		gap := sorted[i].start.Sub(prevEnd)
+		gap := sorted[i].Start.Sub(prevEnd)
 		if gap <= 0 {
 			continue
 		}
 		longestAny = max(longestAny, gap)
-		if c.healthyStandby(prevEnd, sorted[i].start, sorted[i-1].id) && gap > longest {
+		if c.healthyStandby(prevEnd, sorted[i].Start, sorted[i-1].ID) && gap > longest {
 			longest, longestAt = gap, prevEnd
 		}
 	}
@@ -421,11 +380,11 @@ func (c *chaos) checkGaps(t *testing.T, terms []*term, end time.Time) {
 	}
 	acts := 0
 	for _, tm := range terms {
-		acts += tm.acts
+		acts += tm.Acts
 	}
 	t.Logf("chaos: %d events:%s %d terms, %d actions logged; longest time without a leader acting: %v with a healthy standby there (bound %v), %v in all (the run ended %v after its last term began)",
 		len(c.events), b.String(), len(terms), acts, longest.Round(time.Millisecond), chaosDurations.Lease+time.Second,
-		longestAny.Round(time.Millisecond), end.Sub(sorted[len(sorted)-1].start).Round(time.Millisecond))
+		longestAny.Round(time.Millisecond), end.Sub(sorted[len(sorted)-1].Start).Round(time.Millisecond))
 }
 
 // healthyStandby reports whether some replica other than prev, the one

@@ -4,7 +4,13 @@
 // tools/leaderelection: a LeaseLock, ReleaseOnCancel, and an
 // OnStartedLeading callback that writes the Service's EndpointSlice with
 // the leader's address and deletes its other slices; on a planned stop,
-// OnStoppedLeading deletes the slice it wrote.
+// OnStoppedLeading deletes the slice it wrote. A replica that does not lead
+// refuses GET / (503), so that a client reaching a standby (in a pod, a
+// crashed leader's container restarted at the published address) does
+// not take it for the leader. Its identity defaults to the host name (a
+// pod's name) and a random suffix, as controller-runtime's does;
+// --crash-signals makes it crash on SIGUSR1 (a panic) and SIGUSR2 (an
+// OOM kill), for the crash measurements on real nodes.
 package main
 
 import (
@@ -12,10 +18,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +37,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/internal/crashsignal"
 )
 
 func main() {
@@ -56,7 +66,18 @@ func run() error {
 	flag.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "")
 	flag.DurationVar(&retryPeriod, "retry-period", 2*time.Second, "")
 	flag.Bool("remove-selector", false, "not supported; accepted for flag compatibility")
+	crashSignals := flag.Bool("crash-signals", false, "crash on SIGUSR1 (a panic) and SIGUSR2 (memory allocated until OOM-killed)")
 	flag.Parse()
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		id = fmt.Sprintf("%s_%08x", host, rand.Uint32())
+	}
+	if *crashSignals {
+		crashsignal.Handle("leaderbaseline")
+	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -71,7 +92,15 @@ func run() error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, id) })
+	var leading atomic.Bool
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		if !leading.Load() {
+			w.Header().Set("Connection", "close")
+			http.Error(w, id+" does not lead", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprintln(w, id)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	defer func() { _ = srv.Close() }()
@@ -94,6 +123,7 @@ func run() error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				klog.InfoS("became the leader", "identity", id)
+				leading.Store(true)
 				written, err = publish(ctx, client, namespace, service, id, address, int32(port))
 				if err != nil {
 					klog.ErrorS(err, "could not publish")
@@ -101,6 +131,7 @@ func run() error {
 				<-ctx.Done()
 			},
 			OnStoppedLeading: func() {
+				leading.Store(false)
 				if written == nil {
 					return
 				}

@@ -1,27 +1,25 @@
-package main
+package crashsignal
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"k8s.io/klog/v2"
 )
 
-// crashOnSignals makes the process crash as controllers do, on demand
-// (--crash-signals, for tests and demos): SIGUSR1 panics (exit code 2),
-// SIGUSR2 allocates memory until the container's memory limit has the
-// kernel kill it (the kubelet reports OOMKilled).
-func crashOnSignals() {
+// Handle makes the process crash on SIGUSR1 (a panic: exit code 2) and on
+// SIGUSR2 (memory allocated until the process is killed, or the runtime
+// gives up); name is the program's, for the panic's message and the line
+// logged to stderr before allocating.
+func Handle(name string) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGUSR1, syscall.SIGUSR2)
 	go func() {
 		switch <-ch {
 		case syscall.SIGUSR1:
-			panic("fastover-example: SIGUSR1 (--crash-signals): a panic, as a controller's bug would cause")
+			panic(name + ": SIGUSR1: a panic, as a controller's bug would cause")
 		case syscall.SIGUSR2:
-			klog.InfoS("SIGUSR2 (--crash-signals): allocating memory until the OOM killer ends the process")
-			klog.Flush()
+			fmt.Fprintln(os.Stderr, name+": SIGUSR2: allocating memory until the OOM killer ends the process")
 			allocateForever()
 		}
 	}()
