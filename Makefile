@@ -201,9 +201,10 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 
 # The crash-takeover measurement alone: the example's leader crashed on
 # real nodes (SIGKILL, OOM kill, panic), CRASH_RUNS times each, with crash
-# takeover and lease-only; a table of p50 and min–max.
+# takeover, lease-only, and client-go's election in pods; a table of p50
+# and min–max.
 .PHONY: bench-crash
-bench-crash: ## crash takeover vs lease-only on real nodes: SIGKILL, OOM kill, panic of the example's leader (~12 min; as root)
+bench-crash: ## crash takeover vs lease-only vs client-go on real nodes: SIGKILL, OOM kill, panic of the leader (~11 min; as root)
 	@tests/tools/build.sh etcd kwok kube kubeproxy certmanager kubelet containerd cni
 	@tests/tools/netfilter.sh
 	@tests/tools/podman.sh

@@ -15,13 +15,14 @@ type takeover struct {
 // crashed returns the evidence that the Lease's holder has ended, if the
 // Lease records its instance and the watch of its Pod shows it; nil
 // otherwise, and always with crash takeover off. It starts the watch of a
-// newly recorded Pod.
+// newly recorded Pod, and stops the watch while the Lease records none.
 func (e *Elector) crashed() *takeover {
 	if e.pods == nil {
 		return nil
 	}
 	inst, err := recordedInstance(e.lease.latest())
 	if err != nil {
+		e.pods.stop()
 		return nil
 	}
 	e.pods.follow(inst)
