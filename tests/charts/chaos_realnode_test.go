@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,7 +27,6 @@ import (
 
 	"github.com/fastover/fastover/internal/acting"
 	"github.com/fastover/fastover/internal/cluster"
-	"github.com/fastover/fastover/tests/charts"
 )
 
 // A chaos fault: one of the crash kinds, or a fault that leaves the
@@ -55,24 +53,11 @@ const (
 //     before it did: the new term began at least a lease duration after the
 //     old holder's last renewal.
 func TestChaosOnRealNodes(t *testing.T) {
-	rounds := 1
-	if s := os.Getenv("FASTOVER_CHAOS_ROUNDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, "FASTOVER_CHAOS_ROUNDS")
-		rounds = n
-	}
+	rounds := countFromEnv(t, "FASTOVER_CHAOS_ROUNDS")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute+time.Duration(rounds)*4*time.Minute)
 	defer cancel()
-	nodes := []string{"real-1", "real-2", "real-3"}
-	env, realNodes := realEnv(ctx, t, cluster.Options{}, nodes...)
-	ch, err := charts.Load(charts.Example)
-	require.NoError(t, err)
-	_, err = env.PushImages(ctx, ch.Metadata.AppVersion)
-	require.NoError(t, err)
 	// No Pod Security labels: the replicas share a hostPath.
-	require.NoError(t, env.CreateNamespace(ctx, exampleNS, nil))
-	h := newHelm(t, env, "fastover-example", exampleNS)
-	h.install(ctx, t, charts.Example, 3*time.Minute, "crashSignals=true")
+	env, realNodes, _ := crashableExample(ctx, t, nil)
 	logPath := shareActingLog(ctx, t, env)
 	history := watchHistory(ctx, t, env)
 	const lease = 15 * time.Second

@@ -60,23 +60,11 @@ var crashKinds = []crashKind{
 // pod is replaced once its container has restarted, so that no container
 // is in a CrashLoopBackOff when its turn to lead comes.
 func TestCrashTakeoverOnRealNodes(t *testing.T) {
-	runs := 1
-	if s := os.Getenv("FASTOVER_CRASH_RUNS"); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, "FASTOVER_CRASH_RUNS")
-		runs = n
-	}
+	runs := countFromEnv(t, "FASTOVER_CRASH_RUNS")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(runs)*4*time.Minute)
 	defer cancel()
+	env, realNodes, h := crashableExample(ctx, t, restricted(nil))
 	nodes := []string{"real-1", "real-2", "real-3"}
-	env, realNodes := realEnv(ctx, t, cluster.Options{}, nodes...)
-	ch, err := charts.Load(charts.Example)
-	require.NoError(t, err)
-	_, err = env.PushImages(ctx, ch.Metadata.AppVersion)
-	require.NoError(t, err)
-	require.NoError(t, env.CreateNamespace(ctx, exampleNS, restricted(nil)))
-	h := newHelm(t, env, "fastover-example", exampleNS)
-	h.install(ctx, t, charts.Example, 3*time.Minute, "crashSignals=true")
 	const clientNS = "crash-client"
 	require.NoError(t, env.CreateNamespace(ctx, clientNS, nil))
 	client := startAppClient(ctx, t, env, exampleApp, clientNS, "client", nodes[0])
@@ -132,6 +120,35 @@ func TestCrashTakeoverOnRealNodes(t *testing.T) {
 		}
 	}
 	t.Log(b.String())
+}
+
+// countFromEnv is the positive count in the environment variable name, 1
+// if it is unset.
+func countFromEnv(t *testing.T, name string) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, name)
+	require.Positive(t, n, name)
+	return n
+}
+
+// crashableExample is three real nodes with charts/fastover-example
+// installed (crashSignals: true) in a namespace of the given labels.
+func crashableExample(ctx context.Context, t *testing.T, nsLabels map[string]string) (*cluster.Env, map[string]*cluster.RealNode, *helm) {
+	t.Helper()
+	env, realNodes := realEnv(ctx, t, cluster.Options{}, "real-1", "real-2", "real-3")
+	ch, err := charts.Load(charts.Example)
+	require.NoError(t, err)
+	_, err = env.PushImages(ctx, ch.Metadata.AppVersion)
+	require.NoError(t, err)
+	require.NoError(t, env.CreateNamespace(ctx, exampleNS, nsLabels))
+	h := newHelm(t, env, "fastover-example", exampleNS)
+	h.install(ctx, t, charts.Example, 3*time.Minute, "crashSignals=true")
+	return env, realNodes, h
 }
 
 // startAppClient starts a client in a pod on node that calls the app's
