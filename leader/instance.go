@@ -124,17 +124,11 @@ func recordedInstance(lease *coordinationv1.Lease) (instance, error) {
 	return inst, nil
 }
 
-// self is the Pod and container of this process, resolved at the start of
-// Run: the UID and the container name the record needs.
-type self struct {
-	namespace, pod, container string
-	uid                       types.UID
-}
-
-// resolveSelf reads this replica's Pod and returns what its terms record;
-// an error says why crash takeover cannot name this process (its terms
-// then record nothing, and end at the Lease's expiry as without it).
-func (e *Elector) resolveSelf(ctx context.Context) (*self, error) {
+// resolveSelf reads this replica's Pod and returns what its terms record
+// of it (an instance without holder, term or start: instanceOf fills them
+// in); an error says why crash takeover cannot name this process (its
+// terms then record nothing, and end at the Lease's expiry as without it).
+func (e *Elector) resolveSelf(ctx context.Context) (*instance, error) {
 	pc := e.cfg.Pod
 	ns := pc.Namespace
 	if ns == "" {
@@ -156,7 +150,7 @@ func (e *Elector) resolveSelf(ctx context.Context) (*self, error) {
 	case !hasContainer(pod, container):
 		return nil, fmt.Errorf("the Pod %s/%s has no container %q", ns, pc.Name, container)
 	}
-	return &self{namespace: ns, pod: pc.Name, container: container, uid: pod.UID}, nil
+	return &instance{Namespace: ns, Pod: pc.Name, UID: pod.UID, Container: container}, nil
 }
 
 // hasContainer reports whether the Pod has a container of that name, a
@@ -172,11 +166,14 @@ func hasContainer(pod *corev1.Pod, name string) bool {
 	return false
 }
 
-// instanceOf is the record of this replica's term number term, begun at
-// since; nil without a resolved Pod.
-func (s *self) instanceOf(holder string, term int32, since time.Time) *instance {
-	if s == nil {
+// instanceOf is the record of holder's term number term, begun at since,
+// in the Pod self names; nil without one (resolveSelf failed or did not
+// run).
+func instanceOf(self *instance, holder string, term int32, since time.Time) *instance {
+	if self == nil {
 		return nil
 	}
-	return &instance{Holder: holder, Term: term, Namespace: s.namespace, Pod: s.pod, UID: s.uid, Container: s.container, Since: since}
+	rec := *self
+	rec.Holder, rec.Term, rec.Since = holder, term, since
+	return &rec
 }

@@ -69,9 +69,9 @@ type leaseState struct {
 	crashTakeover bool
 	// lastLeader is the last holder reported to OnNewLeader.
 	lastLeader string
-	// self is this process's Pod and container, which its terms record
-	// (nil: they record none).
-	self *self
+	// self is this process's Pod and container (resolveSelf), which its
+	// terms record (nil: they record none).
+	self *instance
 
 	changed chan struct{} // the Lease changed: re-evaluate now
 }
@@ -276,7 +276,7 @@ func (e *leaseState) tryAcquire(ctx context.Context, dead *instance) (bool, erro
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.LeaseName},
 			Spec:       spec,
 		}
-		setInstance(created, e.self.instanceOf(e.cfg.Identity, *spec.LeaseTransitions, sent))
+		setInstance(created, instanceOf(e.self, e.cfg.Identity, *spec.LeaseTransitions, sent))
 		created, err := e.leases.Create(ctx, created, metav1.CreateOptions{})
 		if err != nil {
 			return false, fmt.Errorf("create lease: %w", err)
@@ -305,7 +305,7 @@ func (e *leaseState) tryAcquire(ctx context.Context, dead *instance) (bool, erro
 	next := base.DeepCopy()
 	prev := resourcelock.LeaseSpecToLeaderElectionRecord(&base.Spec)
 	next.Spec = e.spec(*prev, sent)
-	setInstance(next, e.self.instanceOf(e.cfg.Identity, *next.Spec.LeaseTransitions, sent))
+	setInstance(next, instanceOf(e.self, e.cfg.Identity, *next.Spec.LeaseTransitions, sent))
 	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("acquire lease: %w", err)

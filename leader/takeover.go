@@ -65,7 +65,7 @@ func (e *Elector) nameSelf(ctx context.Context) {
 		return
 	}
 	e.lease.self = s
-	e.lease.log.V(1).Info("its terms record its Pod", "pod", s.namespace+"/"+s.pod, "uid", s.uid, "container", s.container)
+	e.lease.log.V(1).Info("its terms record its Pod", "pod", s.Namespace+"/"+s.Pod, "uid", s.UID, "container", s.Container)
 }
 
 // unnamedTerm is called as a term starts: if this replica could not name
