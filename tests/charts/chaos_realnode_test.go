@@ -197,13 +197,12 @@ type history struct {
 	leases  []leaseSeen
 	changes int
 	two     []publication
-	changed chan struct{}
 	ends    *endWatch
 }
 
 func watchHistory(ctx context.Context, t *testing.T, env *cluster.Env) *history {
 	t.Helper()
-	h := &history{changed: make(chan struct{}, 1), ends: watchEnds(ctx, t, env, exampleApp)}
+	h := &history{ends: watchEnds(ctx, t, env, exampleApp)}
 	leases := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(exampleNS),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", "fastover-example").String()
@@ -229,10 +228,6 @@ func watchHistory(ctx context.Context, t *testing.T, env *cluster.Env) *history 
 		h.mu.Lock()
 		h.leases = append(h.leases, v)
 		h.mu.Unlock()
-		select {
-		case h.changed <- struct{}{}:
-		default:
-		}
 	}
 	_, err := leases.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onLease, UpdateFunc: func(_, obj any) { onLease(obj) },

@@ -64,10 +64,9 @@ func TestCrashTakeoverOnRealNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(runs)*4*time.Minute)
 	defer cancel()
 	env, realNodes, h := crashableExample(ctx, t, restricted(nil))
-	nodes := []string{"real-1", "real-2", "real-3"}
 	const clientNS = "crash-client"
 	require.NoError(t, env.CreateNamespace(ctx, clientNS, nil))
-	client := startAppClient(ctx, t, env, exampleApp, clientNS, "client", nodes[0])
+	client := startAppClient(ctx, t, env, exampleApp, clientNS, "client", crashNodes[0])
 	const lease = 15 * time.Second
 
 	const (
@@ -86,7 +85,7 @@ func TestCrashTakeoverOnRealNodes(t *testing.T) {
 			a.waitReplicas(ctx, t, env, 3, "")
 		case modeClientGo:
 			a = installBaseline(ctx, t, env)
-			client = startAppClient(ctx, t, env, a, clientNS, "baseline-client", nodes[0])
+			client = startAppClient(ctx, t, env, a, clientNS, "baseline-client", crashNodes[0])
 			ends = watchEnds(ctx, t, env, a)
 		}
 		for _, kind := range crashKinds {
@@ -136,11 +135,14 @@ func countFromEnv(t *testing.T, name string) int {
 	return n
 }
 
-// crashableExample is three real nodes with charts/fastover-example
+// crashNodes are the real nodes of the crash tests.
+var crashNodes = []string{"real-1", "real-2", "real-3"}
+
+// crashableExample is the crashNodes with charts/fastover-example
 // installed (crashSignals: true) in a namespace of the given labels.
 func crashableExample(ctx context.Context, t *testing.T, nsLabels map[string]string) (*cluster.Env, map[string]*cluster.RealNode, *helm) {
 	t.Helper()
-	env, realNodes := realEnv(ctx, t, cluster.Options{}, "real-1", "real-2", "real-3")
+	env, realNodes := realEnv(ctx, t, cluster.Options{}, crashNodes...)
 	ch, err := charts.Load(charts.Example)
 	require.NoError(t, err)
 	_, err = env.PushImages(ctx, ch.Metadata.AppVersion)
