@@ -248,9 +248,21 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 	e.lease.log.Info("standing by", "leaseDuration", e.cfg.LeaseDuration, "renewDeadline", e.cfg.RenewDeadline, "retryPeriod", e.cfg.RetryPeriod)
 
 	if !e.standby(ctx) {
+		e.abandon()
 		return nil
 	}
 	return e.lead(ctx, work)
+}
+
+// abandon is the end of a Run that never led: an acquisition that got no
+// answer (cancelled with ctx) may have been applied, and is released if
+// so, within RenewDeadline.
+func (e *Elector) abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.RenewDeadline)
+	defer cancel()
+	if err := e.lease.abandon(ctx); err != nil {
+		e.lease.log.Error(err, "could not release the Lease an unanswered acquisition may hold; it will expire")
+	}
 }
 
 // prepare runs Config.Prepare, if any, with prepCtx, which end cancels

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -673,4 +674,71 @@ func TestJitter(t *testing.T) {
 		assert.GreaterOrEqual(t, j, time.Second)
 		assert.LessOrEqual(t, j, 1200*time.Millisecond)
 	}
+}
+
+// SIGTERM while a renewal is on its way: the API applies the renewal, the
+// replica never hears of it, and its release then starts from the version
+// before. The planned stop must still end with the Lease released, not
+// left to expire (a whole LeaseDuration without a leader).
+func TestStopDuringARenewalReleasesTheLease(t *testing.T) {
+	client := fake.NewClientset(testLease("1", "", 1, 4, time.Now().Add(-time.Hour)))
+	unanswered := strictLeases(t, client)
+	var armed atomic.Bool
+	var stop func()
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if armed.CompareAndSwap(true, false) {
+			var cancelled error = &url.Error{Op: "Put", URL: "https://api/leases/l", Err: context.Canceled}
+			unanswered.Store(&cancelled)
+			stop()
+		}
+		return false, nil, nil // on to strictLeases, which applies it
+	})
+	r := startRun(t, client, nil, nil)
+	stop = r.cancel
+	r.awaitLeading()
+	renewals := countActions(client, "update", "leases")
+	armed.Store(true)
+	require.Eventually(t, func() bool { return r.clock.Waiters() >= 2 }, waitFor, time.Millisecond)
+	r.clock.Step(DefaultRetryPeriod)
+	r.stepUntil(handOffPoll, r.returned)
+	require.NoError(t, r.result())
+	require.False(t, armed.Load(), "no renewal was sent")
+	l := r.lease()
+	assert.Nil(t, l.Spec.HolderIdentity, "the Lease was left to expire")
+	assert.Equal(t, int32(1), *l.Spec.LeaseDurationSeconds)
+	// The renewal, then one release, or two: the first conflicts with the
+	// renewal unless the watch showed the renewal before it (the fake
+	// watch is quick; TestReleaseAfterAnUnansweredRenewal takes the
+	// conflict's path every time).
+	assert.Contains(t, []int{renewals + 2, renewals + 3}, countActions(client, "update", "leases"))
+}
+
+// SIGTERM while a standby's acquisition is on its way: the API applies it,
+// the standby never hears of it, and stops. It must release the Lease
+// its acquisition took, not leave it to expire.
+func TestStopDuringAnAcquisitionReleasesIt(t *testing.T) {
+	client := fake.NewClientset(testLease("1", "", 1, 4, time.Now().Add(-time.Hour)))
+	unanswered := strictLeases(t, client)
+	stopped := make(chan struct{})
+	var once sync.Once
+	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() {
+			var cancelled error = &url.Error{Op: "Put", URL: "https://api/leases/l", Err: context.Canceled}
+			unanswered.Store(&cancelled)
+			close(stopped)
+		})
+		return false, nil, nil
+	})
+	r := startRun(t, client, nil, func(r *testRun) func(context.Context) error {
+		return func(context.Context) error {
+			t.Error("the work started")
+			return nil
+		}
+	})
+	<-stopped
+	r.cancel()
+	require.NoError(t, r.result())
+	l := r.lease()
+	assert.Nil(t, l.Spec.HolderIdentity, "the acquisition was left to expire")
+	assert.Equal(t, int32(5), *l.Spec.LeaseTransitions, "the acquisition was applied")
 }

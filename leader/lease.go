@@ -72,6 +72,9 @@ type leaseState struct {
 	// self is this process's Pod and container (resolveSelf), which its
 	// terms record (nil: they record none).
 	self *instance
+	// pending is an acquisition that got no answer and may have been
+	// applied (outcomeUnknown), until a read settles it (settleAcquire).
+	pending *pendingAcquire
 
 	changed chan struct{} // the Lease changed: re-evaluate now
 }
@@ -264,12 +267,15 @@ func (e *leaseState) get(ctx context.Context) (*coordinationv1.Lease, error) {
 // dead (non-nil) is the instance the live Lease records and its process
 // has ended (crash.go). It reads the Lease first, so a stale observation
 // cannot make it steal a live Lease. A record naming this replica's
-// identity counts as another holder's: Run acquires once per process, so
+// identity counts as another holder's (Run acquires once per process, so
 // it is a previous process with the same identity, which may still act
-// until its Lease expires.
+// until its Lease expires), except the term of this process's own earlier
+// attempt that got no answer: the read shows it applied, and this replica
+// renews it and leads.
 func (e *leaseState) tryAcquire(ctx context.Context, dead *instance) (bool, error) {
 	lease, err := e.get(ctx)
 	if apierrors.IsNotFound(err) {
+		e.settleAcquire(nil)
 		sent := e.clock.Now()
 		spec := e.spec(resourcelock.LeaderElectionRecord{}, sent)
 		created := &coordinationv1.Lease{
@@ -277,18 +283,20 @@ func (e *leaseState) tryAcquire(ctx context.Context, dead *instance) (bool, erro
 			Spec:       spec,
 		}
 		setInstance(created, instanceOf(e.self, e.cfg.Identity, *spec.LeaseTransitions, sent))
-		created, err := e.leases.Create(ctx, created, metav1.CreateOptions{})
+		got, err := e.leases.Create(ctx, created, metav1.CreateOptions{})
 		if err != nil {
+			e.unanswered(err, created, false, false)
 			return false, fmt.Errorf("create lease: %w", err)
 		}
-		e.wrote(created, sent, e.clock.Now())
-		e.mu.Lock()
-		e.handedOver, e.crashTakeover = false, false
-		e.mu.Unlock()
+		e.wrote(got, sent, e.clock.Now())
+		e.began(false, false)
 		return true, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("get lease: %w", err)
+	}
+	if p := e.settleAcquire(lease); p != nil {
+		return e.resume(ctx, p)
 	}
 	base := e.latest()
 	if base == nil || base.UID == "" {
@@ -306,16 +314,112 @@ func (e *leaseState) tryAcquire(ctx context.Context, dead *instance) (bool, erro
 	prev := resourcelock.LeaseSpecToLeaderElectionRecord(&base.Spec)
 	next.Spec = e.spec(*prev, sent)
 	setInstance(next, instanceOf(e.self, e.cfg.Identity, *next.Spec.LeaseTransitions, sent))
+	handedOver := prev.HolderIdentity == "" && !prev.AcquireTime.IsZero()
 	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
+		e.unanswered(err, next, handedOver, early)
 		return false, fmt.Errorf("acquire lease: %w", err)
 	}
 	e.wrote(updated, sent, e.clock.Now())
-	e.mu.Lock()
-	e.handedOver = prev.HolderIdentity == "" && !prev.AcquireTime.IsZero()
-	e.crashTakeover = early
-	e.mu.Unlock()
+	e.began(handedOver, early)
 	return true, nil
+}
+
+// began records how this replica's new term began.
+func (e *leaseState) began(handedOver, crashTakeover bool) {
+	e.mu.Lock()
+	e.handedOver, e.crashTakeover = handedOver, crashTakeover
+	e.mu.Unlock()
+}
+
+// pendingAcquire is an acquisition that got no answer: the term it
+// wrote, and how that term began.
+type pendingAcquire struct {
+	sent          time.Time // when the write was sent
+	term          int32     // the transition count it wrote
+	handedOver    bool
+	crashTakeover bool
+}
+
+// unanswered records the acquisition wrote, which failed with err, if
+// the API may have applied it all the same.
+func (e *leaseState) unanswered(err error, wrote *coordinationv1.Lease, handedOver, crashTakeover bool) {
+	if !outcomeUnknown(err) {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pending = &pendingAcquire{
+		sent: wrote.Spec.AcquireTime.Time, term: *wrote.Spec.LeaseTransitions,
+		handedOver: handedOver, crashTakeover: crashTakeover,
+	}
+}
+
+// settleAcquire settles an acquisition that got no answer by lease, a
+// read that followed it (nil: the Lease does not exist): it returns the
+// acquisition if lease records its term, and forgets it either way.
+func (e *leaseState) settleAcquire(lease *coordinationv1.Lease) *pendingAcquire {
+	e.mu.Lock()
+	p := e.pending
+	e.pending = nil
+	e.mu.Unlock()
+	if p == nil || lease == nil {
+		return nil
+	}
+	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
+	at := rec.AcquireTime.Time.Sub(p.sent)
+	if rec.HolderIdentity != e.cfg.Identity || int32(rec.LeaderTransitions) != p.term || at < -time.Microsecond || at > time.Microsecond {
+		return nil
+	}
+	return p
+}
+
+// resume makes the term of an acquisition that got no answer, which lease
+// (just read) shows applied, this replica's: its deadline counts from when
+// the acquisition was sent, and a renewal at once starts a fresh one.
+func (e *leaseState) resume(ctx context.Context, p *pendingAcquire) (bool, error) {
+	e.mu.Lock()
+	e.term, e.renewedAt = p.term, p.sent
+	e.mu.Unlock()
+	e.log.Info("an acquisition that got no answer was applied: resuming its term", "term", p.term)
+	if err := e.renew(ctx); err != nil {
+		e.mu.Lock()
+		e.renewedAt = time.Time{}
+		e.pending = p // the next read settles it again
+		e.mu.Unlock()
+		return false, fmt.Errorf("renew the Lease of an acquisition that got no answer: %w", err)
+	}
+	e.began(p.handedOver, p.crashTakeover)
+	return true, nil
+}
+
+// abandon is called when this replica stops without leading: if an
+// acquisition of its got no answer, it reads the Lease and, if that
+// acquisition was applied, releases it, so that the others need not wait
+// for it to expire.
+func (e *leaseState) abandon(ctx context.Context) error {
+	e.mu.Lock()
+	pending := e.pending != nil
+	e.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	lease, err := e.get(ctx)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the Lease after an acquisition that got no answer: %w", err)
+	}
+	p := e.settleAcquire(lease)
+	if p == nil {
+		return nil
+	}
+	e.mu.Lock()
+	e.term, e.renewedAt = p.term, p.sent
+	e.mu.Unlock()
+	e.log.Info("an acquisition that got no answer was applied: releasing it", "term", p.term)
+	return e.release(ctx)
 }
 
 // recordsInstance reports whether lease records inst for its current
@@ -410,29 +514,84 @@ func (e *leaseState) confirmLost(ctx context.Context) (bool, string) {
 	return !e.isMineLease(lease), holderOf(lease)
 }
 
-// release gives the Lease up, if this replica still leads, so that a
-// standby takes it at once instead of waiting for it to expire.
+// release gives the Lease up, if it records this replica's term, so that
+// a standby takes it at once instead of waiting for it to expire. The
+// caller has stopped the work: a release after the renew deadline is as
+// safe as one before it (the write is conditional on the version of this
+// term), and spares the others the rest of the Lease.
+//
+// It does not trust its last observation: a renewal cancelled by the
+// stop that led here (SIGTERM while it was on its way) is usually applied
+// all the same, so the Lease is newer than the copy in hand. A conflict,
+// or a write whose outcome is unknown, is settled by a read: while the
+// Lease still records this replica's term, release writes again from the
+// fresh copy; once it records anything else (released, or another's), it
+// is done. It returns an error only while the Lease may still name this
+// replica: ctx ended, or the API refused the write outright.
 func (e *leaseState) release(ctx context.Context) error {
-	if !e.leading() {
-		return errors.New("not releasing: the renew deadline has passed")
-	}
 	base := e.latest()
 	if base == nil || !e.isMineLease(base) {
 		return fmt.Errorf("not releasing: the Lease is held by %q", holderOf(base))
 	}
-	now := e.clock.Now()
-	next := base.DeepCopy()
-	setInstance(next, nil)
-	next.Spec.HolderIdentity = nil
-	next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
-	next.Spec.RenewTime = &metav1.MicroTime{Time: now}
-	next.Spec.AcquireTime = &metav1.MicroTime{Time: now}
-	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("release lease: %w", err)
+	for {
+		now := e.clock.Now()
+		next := base.DeepCopy()
+		setInstance(next, nil)
+		next.Spec.HolderIdentity = nil
+		next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+		next.Spec.RenewTime = &metav1.MicroTime{Time: now}
+		next.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+		updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
+		if err == nil {
+			e.wrote(updated, now, e.clock.Now())
+			return nil
+		}
+		if apierrors.IsNotFound(err) {
+			return nil // deleted: it names nobody
+		}
+		if !apierrors.IsConflict(err) && !outcomeUnknown(err) {
+			return fmt.Errorf("release lease: %w", err)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("release lease: %w", err)
+		}
+		e.log.V(1).Info("the Lease may have changed under the release; reading it", "reason", err.Error())
+		if base, err = e.reread(ctx, err); apierrors.IsNotFound(err) {
+			return nil // deleted: it names nobody
+		} else if err != nil {
+			return fmt.Errorf("release lease: %w", err)
+		}
+		if !e.isMineLease(base) {
+			e.log.V(1).Info("the Lease no longer records this term", "holder", holderOf(base))
+			return nil
+		}
 	}
-	e.wrote(updated, now, e.clock.Now())
-	return nil
+}
+
+// reread reads the Lease after a write failed with cause: at once after a
+// conflict (the API answered), after a short pause when the API did not
+// answer, again until a read succeeds or ctx ends.
+func (e *leaseState) reread(ctx context.Context, cause error) (*coordinationv1.Lease, error) {
+	pause := e.cfg.RetryPeriod / 4
+	for {
+		if !apierrors.IsConflict(cause) {
+			t := e.clock.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), cause)
+			case <-t.C():
+			}
+		}
+		lease, err := e.get(ctx)
+		if err == nil {
+			return lease, nil
+		}
+		if !outcomeUnknown(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		cause = err
+	}
 }
 
 // recordEvent records an Event on the Lease, as client-go's locks do.

@@ -3,6 +3,12 @@ package leader
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,4 +184,228 @@ func TestRenewConfirmsAForeignObservation(t *testing.T) {
 	require.False(t, e.mine())
 	require.NoError(t, e.renew(context.Background()), "a stale foreign record made the renewal give up")
 	assert.True(t, e.mine())
+}
+
+// strictLeases makes the fake API write Leases as the API server does: an
+// update from an older resourceVersion conflicts, and each write gets a
+// new version (the fake tracker applies any update and versions nothing).
+// A non-nil error stored in unanswered is the answer to the next update,
+// which is applied all the same: a request cancelled or timed out on its
+// way back.
+func strictLeases(t *testing.T, client *fake.Clientset) (unanswered *atomic.Pointer[error]) {
+	t.Helper()
+	unanswered = &atomic.Pointer[error]{}
+	var mu sync.Mutex
+	client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lease := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+		cur, err := client.Tracker().Get(leasesGVR, lease.Namespace, lease.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		version := cur.(*coordinationv1.Lease).ResourceVersion
+		if lease.ResourceVersion != version {
+			return true, nil, apierrors.NewConflict(leasesGVR.GroupResource(), lease.Name,
+				fmt.Errorf("the object has been modified (version %s, not %s)", version, lease.ResourceVersion))
+		}
+		n, err := strconv.Atoi(version)
+		require.NoError(t, err)
+		lease.ResourceVersion = strconv.Itoa(n + 1)
+		if err := client.Tracker().Update(leasesGVR, lease, lease.Namespace); err != nil {
+			return true, nil, err
+		}
+		if answer := unanswered.Swap(nil); answer != nil {
+			return true, nil, *answer
+		}
+		return true, lease, nil
+	})
+	return unanswered
+}
+
+// A renewal that the API applied but whose answer never came (SIGTERM
+// cancelled it on its way back, or it timed out) leaves the replica with
+// the Lease's previous version. The release that follows conflicts with
+// the renewal; it learns what the API has, and releases from there, in the
+// same call: the Lease ends free, not left to expire.
+func TestReleaseAfterAnUnansweredRenewal(t *testing.T) {
+	for name, answer := range map[string]error{
+		"cancelled":         &url.Error{Op: "Put", URL: "https://api/leases/l", Err: context.Canceled},
+		"client timeout":    &url.Error{Op: "Put", URL: "https://api/leases/l", Err: context.DeadlineExceeded},
+		"server timeout":    apierrors.NewTimeoutError("request did not complete within requested timeout", 0),
+		"connection broken": &url.Error{Op: "Put", URL: "https://api/leases/l", Err: io.ErrUnexpectedEOF},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			e, client := testElection(t, "me", testLease("10", "", 1, 3, time.Now().Add(-time.Hour)))
+			unanswered := strictLeases(t, client)
+			ok, err := e.tryAcquire(ctx, nil)
+			require.NoError(t, err)
+			require.True(t, ok)
+
+			unanswered.Store(&answer)
+			require.Error(t, e.renew(ctx), "the renewal got no answer")
+			l, err := client.CoordinationV1().Leases("ns").Get(ctx, "l", metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Equal(t, "12", l.ResourceVersion, "the API applied the renewal")
+			require.Equal(t, "11", e.latest().ResourceVersion, "the replica has the version before it")
+
+			require.NoError(t, e.release(ctx))
+			l, err = client.CoordinationV1().Leases("ns").Get(ctx, "l", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Nil(t, l.Spec.HolderIdentity, "the Lease was not released")
+			assert.Equal(t, int32(1), *l.Spec.LeaseDurationSeconds)
+			assert.Equal(t, "13", l.ResourceVersion, "one release written after the renewal")
+			assert.Empty(t, e.holder())
+		})
+	}
+}
+
+// Release stops only when the Lease no longer records this term: a
+// release the API applied without answering is found done by the read
+// that follows; a Lease another replica took meanwhile is left alone; a
+// deleted one names nobody; a refusal (no RBAC) is an error.
+func TestReleaseLearnsTheOutcome(t *testing.T) {
+	ctx := context.Background()
+	acquired := func(t *testing.T) (*leaseState, *fake.Clientset, *atomic.Pointer[error]) {
+		e, client := testElection(t, "me", testLease("10", "", 1, 3, time.Now().Add(-time.Hour)))
+		unanswered := strictLeases(t, client)
+		ok, err := e.tryAcquire(ctx, nil)
+		require.NoError(t, err)
+		require.True(t, ok)
+		return e, client, unanswered
+	}
+	lease := func(t *testing.T, client *fake.Clientset) *coordinationv1.Lease {
+		l, err := client.CoordinationV1().Leases("ns").Get(ctx, "l", metav1.GetOptions{})
+		require.NoError(t, err)
+		return l
+	}
+
+	t.Run("its own release unanswered", func(t *testing.T) {
+		e, client, unanswered := acquired(t)
+		var cancelled error = &url.Error{Op: "Put", URL: "https://api/leases/l", Err: context.Canceled}
+		unanswered.Store(&cancelled)
+		require.NoError(t, e.release(ctx))
+		assert.Nil(t, lease(t, client).Spec.HolderIdentity)
+		assert.Equal(t, 2, countActions(client, "update", "leases"), "the acquisition and one release: the read showed it done")
+	})
+	t.Run("taken meanwhile", func(t *testing.T) {
+		e, client, _ := acquired(t)
+		taken := lease(t, client)
+		taken.Spec.HolderIdentity = ptr.To("other")
+		taken.Spec.LeaseTransitions = ptr.To[int32](5)
+		_, err := client.CoordinationV1().Leases("ns").Update(ctx, taken, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, e.release(ctx), "nothing of this term to release")
+		assert.Equal(t, "other", *lease(t, client).Spec.HolderIdentity, "another's Lease was released")
+	})
+	t.Run("deleted meanwhile", func(t *testing.T) {
+		e, client, _ := acquired(t)
+		require.NoError(t, client.Tracker().Delete(leasesGVR, "ns", "l"))
+		require.NoError(t, e.release(ctx))
+	})
+	t.Run("refused", func(t *testing.T) {
+		e, client, _ := acquired(t)
+		client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(leasesGVR.GroupResource(), "l", errors.New("no RBAC"))
+		})
+		assert.ErrorContains(t, e.release(ctx), "forbidden")
+		assert.Equal(t, "me", *lease(t, client).Spec.HolderIdentity)
+	})
+	t.Run("the API does not answer until the deadline", func(t *testing.T) {
+		e, client, _ := acquired(t)
+		client.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, &url.Error{Op: "Put", URL: "https://api/leases/l", Err: io.ErrUnexpectedEOF}
+		})
+		dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		assert.Error(t, e.release(dctx))
+		assert.Less(t, time.Since(start), 5*time.Second, "release outlived its deadline")
+		l, err := client.Tracker().Get(leasesGVR, "ns", "l")
+		require.NoError(t, err)
+		assert.Equal(t, "me", *l.(*coordinationv1.Lease).Spec.HolderIdentity)
+	})
+}
+
+// An acquisition that got no answer but was applied leaves the Lease
+// naming this replica. The next attempt's read shows it: the replica
+// renews that term and leads, instead of taking its own term for a
+// previous process's and waiting for it to expire; a replica that stops
+// instead releases it.
+func TestUnansweredAcquisition(t *testing.T) {
+	ctx := context.Background()
+	var cancelled error = &url.Error{Op: "Put", URL: "https://api/leases/l", Err: context.Canceled}
+	unansweredAcquire := func(t *testing.T) (*leaseState, *fake.Clientset) {
+		e, client := testElection(t, "me", testLease("10", "", 1, 3, time.Now().Add(-time.Hour)))
+		unanswered := strictLeases(t, client)
+		unanswered.Store(&cancelled)
+		ok, err := e.tryAcquire(ctx, nil)
+		require.Error(t, err)
+		require.False(t, ok)
+		l, err := client.CoordinationV1().Leases("ns").Get(ctx, "l", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "me", *l.Spec.HolderIdentity, "the API applied the acquisition")
+		return e, client
+	}
+
+	t.Run("resumed by the next attempt", func(t *testing.T) {
+		e, client := unansweredAcquire(t)
+		ok, err := e.tryAcquire(ctx, nil)
+		require.NoError(t, err)
+		require.True(t, ok, "its own applied acquisition was taken for another's")
+		assert.True(t, e.leading())
+		assert.Equal(t, int32(4), e.currentTerm())
+		assert.True(t, e.handedOverTerm(), "the term began on a released Lease")
+		l, err := client.CoordinationV1().Leases("ns").Get(ctx, "l", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "me", *l.Spec.HolderIdentity)
+		assert.Equal(t, int32(4), *l.Spec.LeaseTransitions, "the same term, renewed")
+		assert.Equal(t, 2, countActions(client, "update", "leases"), "the acquisition, one renewal")
+	})
+	t.Run("released by a replica that stops", func(t *testing.T) {
+		e, client := unansweredAcquire(t)
+		require.NoError(t, e.abandon(ctx))
+		l, err := client.CoordinationV1().Leases("ns").Get(ctx, "l", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, l.Spec.HolderIdentity, "the applied acquisition was left to expire")
+	})
+	t.Run("not applied", func(t *testing.T) {
+		e, client := testElection(t, "me", testLease("10", "other", 15, 3, time.Now()))
+		strictLeases(t, client)
+		// An acquisition whose answer was lost, and which the API did
+		// not apply: the Lease is another's.
+		e.unanswered(cancelled, testLease("10", "me", 15, 4, time.Now()), false, false)
+		ok, err := e.tryAcquire(ctx, nil)
+		require.NoError(t, err)
+		assert.False(t, ok, "another's live Lease")
+		require.NoError(t, e.abandon(ctx), "nothing to release")
+		assert.Equal(t, 0, countActions(client, "update", "leases"))
+	})
+	t.Run("a refusal is no unknown outcome", func(t *testing.T) {
+		e, _ := testElection(t, "me")
+		e.unanswered(apierrors.NewConflict(leasesGVR.GroupResource(), "l", errors.New("modified")),
+			testLease("10", "me", 15, 4, time.Now()), false, false)
+		assert.Nil(t, e.pending)
+	})
+}
+
+func TestOutcomeUnknown(t *testing.T) {
+	for err, unknown := range map[error]bool{
+		nil:              false,
+		context.Canceled: true,
+		&url.Error{Op: "Put", Err: context.DeadlineExceeded}: true,
+		io.ErrUnexpectedEOF:                                                           true,
+		apierrors.NewTimeoutError("timed out", 0):                                     true,
+		apierrors.NewServerTimeout(leasesGVR.GroupResource(), "update", 1):            true,
+		apierrors.NewInternalError(errors.New("etcd")):                                true,
+		apierrors.NewConflict(leasesGVR.GroupResource(), "l", errors.New("modified")): false,
+		apierrors.NewNotFound(leasesGVR.GroupResource(), "l"):                         false,
+		apierrors.NewForbidden(leasesGVR.GroupResource(), "l", errors.New("no RBAC")): false,
+		apierrors.NewTooManyRequests("slow down", 1):                                  false,
+		fmt.Errorf("renew lease: %w", apierrors.NewTimeoutError("timed out", 0)):      true,
+		fmt.Errorf("renew lease: %w", apierrors.NewBadRequest("bad")):                 false,
+	} {
+		assert.Equal(t, unknown, outcomeUnknown(err), "%v", err)
+	}
 }

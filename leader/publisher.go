@@ -77,6 +77,9 @@ type publisher struct {
 	// released says this replica released the Lease on a planned stop:
 	// what it withdraws then, it withdraws as the ex-leader (handOff).
 	released atomic.Bool
+	// unanswered says a write of this term got no answer and may have
+	// been applied (settle.go).
+	unanswered atomic.Bool
 }
 
 // run keeps the leader the Service's only endpoint for the term: at once,
@@ -287,6 +290,7 @@ func (p *publisher) writeSlice(ctx context.Context, want *discoveryv1.EndpointSl
 			return nil
 		}
 		if attempt > 0 || !retryFromAPI(err) {
+			p.noteUnanswered(err)
 			verb := "update"
 			if have == nil {
 				verb = "create"
@@ -386,6 +390,7 @@ func (p *publisher) writeEndpoints(ctx context.Context, want *corev1.Endpoints) 
 			return nil
 		}
 		if attempt > 0 || !retryFromAPI(err) {
+			p.noteUnanswered(err)
 			verb := "update"
 			if have == nil {
 				verb = "create"
@@ -575,6 +580,9 @@ func (p *publisher) deleteStaleEndpoints(ctx context.Context) error {
 // released the Lease, handOff), only if they name it, and only with the
 // UID and resourceVersion it has.
 func (p *publisher) withdraw(ctx context.Context) error {
+	if err := p.settle(ctx); err != nil {
+		return err
+	}
 	err := p.withdrawSlice(ctx)
 	if p.endpoints != nil && !errors.Is(err, errNotLeading) {
 		err = errors.Join(err, p.withdrawEndpoints(ctx))
@@ -601,6 +609,9 @@ const handOffPoll = 10 * time.Millisecond
 // endpoint unavailable until it has checked the next one.
 func (p *publisher) handOff(ctx context.Context, bound time.Duration) error {
 	p.released.Store(true)
+	if err := p.settle(ctx); err != nil {
+		return err
+	}
 	clk := p.cfg.Clock
 	deadline := clk.Now().Add(bound)
 	for p.namesMe() && clk.Now().Before(deadline) {

@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -831,4 +832,59 @@ func TestPublishLoopStopsWithTheTerm(t *testing.T) {
 func staleEndpoints() runtime.Object {
 	//nolint:staticcheck // the deprecated object is what the leader deletes
 	return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc"}}
+}
+
+// The stop that ends a term cancels the publisher's write on its way: the
+// API applies it (the slice names this replica), the caches show it only
+// later. The hand-off must see it and withdraw it when no successor takes
+// it over, not leave the stopped leader as the Service's endpoint.
+func TestHandOffSeesAnUnansweredWrite(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	tp.client.PrependReactor("create", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		s := a.(k8stesting.CreateAction).GetObject().(*discoveryv1.EndpointSlice).DeepCopy()
+		s.UID, s.ResourceVersion = "slice-uid", "5"
+		require.NoError(t, tp.client.Tracker().Create(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), s, "ns"))
+		return true, nil, &url.Error{Op: "Post", URL: "https://api/endpointslices", Err: context.Canceled}
+	})
+	require.Error(t, tp.reconcile(ctx, false))
+	applied := tp.apiSlice(t)
+	// The informer shows the slice a moment later.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		assert.NoError(t, tp.slices.Add(applied))
+	}()
+	require.NoError(t, tp.handOff(ctx, 100*time.Millisecond), "no successor: withdrawn")
+	_, err := tp.client.DiscoveryV1().EndpointSlices("ns").Get(ctx, "svc-fastover", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the stopped leader is still published: %v", err)
+}
+
+// A write that the API refused has no unknown outcome: the hand-off reads
+// nothing from the API. One whose answer was lost makes it read the
+// leader's objects, and wait (bounded) for the caches to show them.
+func TestSettle(t *testing.T) {
+	ctx := context.Background()
+	tp := newTestPublisher(t, "10.1.2.3", testService())
+	tp.noteUnanswered(apierrors.NewConflict(discoveryv1.Resource("endpointslices"), "svc-fastover", errors.New("modified")))
+	require.NoError(t, tp.settle(ctx))
+	assert.Empty(t, tp.client.Actions())
+
+	tp.noteUnanswered(&url.Error{Op: "Put", URL: "https://api/endpointslices", Err: context.DeadlineExceeded})
+	require.NoError(t, tp.settle(ctx), "nothing in the API: nothing to wait for")
+	assert.False(t, tp.unanswered.Load())
+
+	s := tp.desiredSlice(testService())
+	s.ResourceVersion = "8"
+	_, err := tp.client.DiscoveryV1().EndpointSlices("ns").Create(ctx, s, metav1.CreateOptions{})
+	require.NoError(t, err)
+	old := s.DeepCopy()
+	old.ResourceVersion = "7"
+	require.NoError(t, tp.slices.Add(old))
+	tp.noteUnanswered(context.Canceled)
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	assert.ErrorContains(t, tp.settle(tctx), "the cache did not show EndpointSlice svc-fastover at version 8")
+	assert.True(t, tp.unanswered.Load(), "still unsettled")
+	require.NoError(t, tp.slices.Update(s))
+	require.NoError(t, tp.settle(ctx))
 }
