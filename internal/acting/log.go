@@ -79,14 +79,29 @@ func Parse(r io.Reader) ([]*Term, error) {
 // the terms never overlapped.
 func Overlaps(terms []*Term) []string {
 	var out []string
+	for _, p := range OverlappingPairs(terms) {
+		out = append(out, Describe(p))
+	}
+	return out
+}
+
+// OverlappingPairs returns the pairs of terms whose actions interleave.
+func OverlappingPairs(terms []*Term) [][2]*Term {
+	var out [][2]*Term
 	for i, a := range terms {
 		for _, b := range terms[i+1:] {
 			if a.Acts > 0 && b.Acts > 0 && a.Start.Before(b.Last) && b.Start.Before(a.Last) {
-				out = append(out, fmt.Sprintf("two leaders acted at once: %s (term %d) %s–%s and %s (term %d) %s–%s",
-					a.ID, a.N, a.Start.Format(time.StampMicro), a.Last.Format(time.StampMicro),
-					b.ID, b.N, b.Start.Format(time.StampMicro), b.Last.Format(time.StampMicro)))
+				out = append(out, [2]*Term{a, b})
 			}
 		}
 	}
 	return out
+}
+
+// Describe says who of an overlapping pair acted when.
+func Describe(p [2]*Term) string {
+	a, b := p[0], p[1]
+	return fmt.Sprintf("two leaders acted at once: %s (term %d) %s–%s and %s (term %d) %s–%s",
+		a.ID, a.N, a.Start.Format(time.StampMicro), a.Last.Format(time.StampMicro),
+		b.ID, b.N, b.Start.Format(time.StampMicro), b.Last.Format(time.StampMicro))
 }

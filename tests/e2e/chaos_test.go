@@ -9,14 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fastover/fastover/internal/acting"
@@ -410,51 +407,6 @@ func (c *chaos) healthyStandby(from, to time.Time, prev string) bool {
 		}
 	}
 	return false
-}
-
-// leaseVersion is one version of the Lease seen by the test's watch.
-type leaseVersion struct {
-	at     time.Time
-	holder string
-	term   int32
-}
-
-type leaseWatch struct {
-	mu       sync.Mutex
-	versions []leaseVersion
-}
-
-func (w *leaseWatch) snapshot() []leaseVersion {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.versions)
-}
-
-func watchLease(ctx context.Context, t *testing.T, env *cluster.Env, ns, name string) *leaseWatch {
-	t.Helper()
-	w, err := env.Client.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	require.NoError(t, err)
-	lw := &leaseWatch{}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			l, ok := ev.Object.(*coordinationv1.Lease)
-			if !ok {
-				continue
-			}
-			v := leaseVersion{at: time.Now()}
-			if l.Spec.HolderIdentity != nil {
-				v.holder = *l.Spec.HolderIdentity
-			}
-			if l.Spec.LeaseTransitions != nil {
-				v.term = *l.Spec.LeaseTransitions
-			}
-			lw.mu.Lock()
-			lw.versions = append(lw.versions, v)
-			lw.mu.Unlock()
-		}
-	}()
-	return lw
 }
 
 func kubeconfigToken(t *testing.T, path string) string {
