@@ -367,7 +367,7 @@ func (e *leaseState) settleAcquire(lease *coordinationv1.Lease) *pendingAcquire 
 		return nil
 	}
 	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
-	at := rec.AcquireTime.Time.Sub(p.sent)
+	at := rec.AcquireTime.Sub(p.sent)
 	if rec.HolderIdentity != e.cfg.Identity || int32(rec.LeaderTransitions) != p.term || at < -time.Microsecond || at > time.Microsecond {
 		return nil
 	}
