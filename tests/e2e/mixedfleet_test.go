@@ -167,9 +167,12 @@ func TestMixedFleet(t *testing.T) {
 			// (SIGSTOP); it comes back as a standby, as the kubelet
 			// would bring it back.
 			if flt.sig == syscall.SIGSTOP {
+				// Dated before the signal: the woken process may act
+				// before Signal returns.
+				woken := time.Now()
 				require.NoError(t, old.Proc.Signal(syscall.SIGCONT))
 				if f == m.clientgo {
-					m.freezes = append(m.freezes, freeze{id: old.ID, from: signalled.Add(-time.Millisecond), to: time.Now()})
+					m.freezes = append(m.freezes, freeze{id: old.ID, from: signalled.Add(-time.Millisecond), to: woken})
 				}
 			}
 			exited, exitErr := old.Proc.WaitExit(15 * time.Second)
