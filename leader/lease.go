@@ -378,9 +378,7 @@ func (e *leaseState) settleAcquire(lease *coordinationv1.Lease) *pendingAcquire 
 // (just read) shows applied, this replica's: its deadline counts from when
 // the acquisition was sent, and a renewal at once starts a fresh one.
 func (e *leaseState) resume(ctx context.Context, p *pendingAcquire) (bool, error) {
-	e.mu.Lock()
-	e.term, e.renewedAt = p.term, p.sent
-	e.mu.Unlock()
+	e.claim(p)
 	e.log.Info("an acquisition that got no answer was applied: resuming its term", "term", p.term)
 	if err := e.renew(ctx); err != nil {
 		e.mu.Lock()
@@ -391,6 +389,14 @@ func (e *leaseState) resume(ctx context.Context, p *pendingAcquire) (bool, error
 	}
 	e.began(p.handedOver, p.crashTakeover)
 	return true, nil
+}
+
+// claim makes the term of p, an applied acquisition, this replica's, its
+// deadline counting from when p was sent.
+func (e *leaseState) claim(p *pendingAcquire) {
+	e.mu.Lock()
+	e.term, e.renewedAt = p.term, p.sent
+	e.mu.Unlock()
 }
 
 // abandon is called when this replica stops without leading: if an
@@ -415,9 +421,7 @@ func (e *leaseState) abandon(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	e.mu.Lock()
-	e.term, e.renewedAt = p.term, p.sent
-	e.mu.Unlock()
+	e.claim(p)
 	e.log.Info("an acquisition that got no answer was applied: releasing it", "term", p.term)
 	return e.release(ctx)
 }
@@ -570,7 +574,8 @@ func (e *leaseState) release(ctx context.Context) error {
 
 // reread reads the Lease after a write failed with cause: at once after a
 // conflict (the API answered), after a short pause when the API did not
-// answer, again until a read succeeds or ctx ends.
+// answer, and again while reads get no answer either, until one succeeds,
+// the API refuses it, or ctx ends.
 func (e *leaseState) reread(ctx context.Context, cause error) (*coordinationv1.Lease, error) {
 	pause := e.cfg.RetryPeriod / 4
 	for {

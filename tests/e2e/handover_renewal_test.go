@@ -34,12 +34,8 @@ func TestHandoverAtARenewal(t *testing.T) {
 	slow := 0
 	for round := 1; round <= rounds; round++ {
 		// From the newest version: the renewal to wait for is the next.
-		cur := seen.drain(func(leaseVersion) {})
-		if cur.holder == "" {
-			var err error
-			cur, err = seen.next(ctx, d.Lease+d.Retry, func(s leaseVersion) bool { return s.holder != "" })
-			require.NoError(t, err, "round %d: no holder", round)
-		}
+		cur, err := seen.holder(ctx, d.Lease+d.Retry, func(leaseVersion) {})
+		require.NoError(t, err, "round %d: no holder", round)
 		old := f.ByID(cur.holder)
 		require.NotNil(t, old, "round %d: holder %q is none of the fleet", round, cur.holder)
 		renewal, err := seen.next(ctx, 2*d.Retry, func(s leaseVersion) bool {

@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,4 +99,18 @@ func secondsString(s *int64) string {
 		return "forever"
 	}
 	return fmt.Sprintf("%ds", *s)
+}
+
+// envCount is a positive count from the environment variable name, def
+// where it is unset: a test's size, larger by hand than in make test.
+func envCount(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, name)
+	require.Positive(t, n, name)
+	return n
 }

@@ -94,6 +94,16 @@ func (w *leaseWatch) drain(each func(leaseVersion)) leaseVersion {
 	}
 }
 
+// holder returns the newest version that names a holder: the newest not
+// handed over yet if it does, else the next that does, within timeout;
+// each version passes through each.
+func (w *leaseWatch) holder(ctx context.Context, timeout time.Duration, each func(leaseVersion)) (leaseVersion, error) {
+	if v := w.drain(each); v.holder != "" {
+		return v, nil
+	}
+	return w.next(ctx, timeout, func(v leaseVersion) bool { each(v); return v.holder != "" })
+}
+
 // next returns the first version not handed over yet that satisfies
 // cond, waiting up to timeout for it.
 func (w *leaseWatch) next(ctx context.Context, timeout time.Duration, cond func(leaseVersion) bool) (leaseVersion, error) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -22,16 +21,7 @@ import (
 // mixedRounds is the rounds of each fault TestMixedFleet runs:
 // FASTOVER_MIXED_ROUNDS, default 3 in make test (about 1 min); the
 // figures in docs/leader.md come from 20.
-func mixedRounds(t *testing.T) int {
-	v := os.Getenv("FASTOVER_MIXED_ROUNDS")
-	if v == "" {
-		return 3
-	}
-	n, err := strconv.Atoi(v)
-	require.NoError(t, err, "FASTOVER_MIXED_ROUNDS")
-	require.Positive(t, n, "FASTOVER_MIXED_ROUNDS")
-	return n
-}
+func mixedRounds(t *testing.T) int { return envCount(t, "FASTOVER_MIXED_ROUNDS", 3) }
 
 // mixedFleet is a Deployment in the middle of its migration: replicas of
 // client-go's leader election (tests/bench/leaderbaseline, the library
@@ -131,11 +121,8 @@ func TestMixedFleet(t *testing.T) {
 	}
 	for _, flt := range faults {
 		for round := 1; round <= rounds; round++ {
-			cur := seen.drain(record)
-			if cur.holder == "" {
-				cur, err = seen.next(ctx, d.Lease+2*d.Retry, func(s leaseVersion) bool { record(s); return s.holder != "" })
-				require.NoError(t, err, "%s round %d: no holder", flt.name, round)
-			}
+			cur, err := seen.holder(ctx, d.Lease+2*d.Retry, record)
+			require.NoError(t, err, "%s round %d: no holder", flt.name, round)
 			f, old := m.byID(cur.holder)
 			require.NotNil(t, old, "%s round %d: holder %q is none of the fleet", flt.name, round, cur.holder)
 			// Every other round, a client-go standby is to take over.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -368,16 +367,7 @@ func startReconciler(t *testing.T, env *cluster.Env, kubeconfig string, args ...
 
 // reconcilePods is how many pods TestReconcilerMemory creates:
 // $FASTOVER_RECONCILE_PODS, else a count that fits in `make test`.
-func reconcilePods(t *testing.T) int {
-	v := os.Getenv("FASTOVER_RECONCILE_PODS")
-	if v == "" {
-		return 4000
-	}
-	n, err := strconv.Atoi(v)
-	require.NoError(t, err, "FASTOVER_RECONCILE_PODS")
-	require.Positive(t, n, "FASTOVER_RECONCILE_PODS")
-	return n
-}
+func reconcilePods(t *testing.T) int { return envCount(t, "FASTOVER_RECONCILE_PODS", 4000) }
 
 // heapBudget is the reconciler's heap goal: 64 MiB with 20,000 pods in the
 // cluster. Smaller runs are held to the same bytes per pod, above a fixed
