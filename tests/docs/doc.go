@@ -27,4 +27,9 @@
 //
 // Go blocks compile against the tree (statements as the body of a function
 // with ctx, t, clientset and runController in scope); YAML blocks parse.
+//
+// The tree (CheckTree): the repository tracks no built executable (ELF,
+// Mach-O, PE), no file over MaxTrackedSize unless .gitattributes declares
+// it test data (TestDataAttribute), and .gitignore covers the binary `go
+// build` writes at the root for every main package.
 package docs
