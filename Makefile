@@ -24,6 +24,14 @@ UNIT_PKGS = $(shell go list $(MODULE_PATTERNS) | grep -v -e '/tests/' -e '/inter
 GOTEST_FLAGS ?=
 E2E_TIMEOUT ?= 35m
 
+# Where the time of make test goes (internal/testtime): the go test runs of
+# e2e and charts-test keep their events in TIMES, make test records each
+# phase's wall time there and prints the table at its end; make test-times
+# prints it again.
+TIMES := $(BIN)/test-times
+TESTTIME := $(BIN)/testtime
+TEST_PHASES := tools fmt-check vet tidy-check lint cover e2e charts-test
+
 .PHONY: help
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -108,11 +116,29 @@ e2e: ## end-to-end tests on a local control plane (and, as root, real nodes)
 	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager helm
 	@tests/tools/netfilter.sh
 	@tests/tools/podman.sh
-	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $$(go list $(E2E_PKGS) | grep -v -x 'github.com/fastover/fastover/tests/e2e')
-	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_ALONE)
+	@go build -o $(TESTTIME) ./internal/testtime/cmd/testtime
+	@rm -f $(TIMES)/e2e.json
+	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -json $$(go list $(E2E_PKGS) | grep -v -x 'github.com/fastover/fastover/tests/e2e') | $(TESTTIME) tee $(TIMES)/e2e.json
+	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -json $(E2E_ALONE) | $(TESTTIME) tee $(TIMES)/e2e.json
 
+# make test runs the phases one after another, records each one's wall time
+# and, passed or failed, prints where the time went.
 .PHONY: test
-test: tools fmt-check vet tidy-check lint cover e2e charts-test ## everything CI runs: tools, gofmt, vet, go mod tidy, lint (deps-check), unit tests with the coverage floors, e2e (the modules' consumer and compatibility tests included) and chart tests
+test: ## everything CI runs: tools, gofmt, vet, go mod tidy, lint (deps-check), unit tests with the coverage floors, e2e (the modules' consumer and compatibility tests included) and chart tests; then the time table
+	@rm -rf $(TIMES) && mkdir -p $(TIMES)
+	@rc=0; for phase in $(TEST_PHASES); do \
+		start=$$(date +%s%3N); $(MAKE) --no-print-directory $$phase || rc=$$?; \
+		ms=$$(( $$(date +%s%3N) - start )); \
+		printf '%s\t%d.%03d\t%d\n' $$phase $$((ms / 1000)) $$((ms % 1000)) $$rc >>$(TIMES)/phases.tsv; \
+		if [[ $$rc != 0 ]]; then echo "make test: $$phase failed"; break; fi; \
+	done; \
+	echo; echo "==> where the time went (make test-times prints it again; events in $(TIMES))"; \
+	go run ./internal/testtime/cmd/testtime table $(TIMES) || true; \
+	exit $$rc
+
+.PHONY: test-times
+test-times: ## print where the time of the last make test (or e2e, charts-test) went: its phases, every package, the slowest tests
+	@go run ./internal/testtime/cmd/testtime table $(TIMES)
 
 # The Helm charts (charts/) are tested by a Go module of their own,
 # tests/charts, so that helm's SDK stays out of fastover's go.mod.
@@ -121,7 +147,9 @@ charts-test: ## Helm charts: lint, schema, drift against manifests/, install on 
 	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager
 	@tests/tools/netfilter.sh
 	@tests/tools/podman.sh
-	cd tests/charts && GOWORK=off go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -v ./...
+	@go build -o $(TESTTIME) ./internal/testtime/cmd/testtime
+	@rm -f $(TIMES)/charts.json
+	cd tests/charts && GOWORK=off go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -json ./... | $(TESTTIME) tee $(TIMES)/charts.json
 
 # make images: an OCI image index per binary (fastover-webhook,
 # fastover-example, fastover-certs) for IMAGE_PLATFORMS, built in Go without

@@ -1,0 +1,145 @@
+package testtime
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const mod = "example.com/m"
+
+// stream is two packages' events, interleaved as go test -p 2 writes them:
+// a passes with a subtest and a skipped test, b's TestSlow is cut off
+// when the stream ends, and a go command's message sits between events.
+const stream = `{"Time":"2026-12-05T10:00:00Z","Action":"start","Package":"example.com/m/a"}
+{"Time":"2026-12-05T10:00:00Z","Action":"start","Package":"example.com/m/b"}
+{"Time":"2026-12-05T10:00:01Z","Action":"run","Package":"example.com/m/a","Test":"TestOne"}
+{"Time":"2026-12-05T10:00:01Z","Action":"output","Package":"example.com/m/a","Test":"TestOne","Output":"=== RUN   TestOne\n"}
+{"Time":"2026-12-05T10:00:01Z","Action":"run","Package":"example.com/m/b","Test":"TestSlow"}
+{"Time":"2026-12-05T10:00:01Z","Action":"output","Package":"example.com/m/b","Test":"TestSlow","Output":"half a "}
+{"Time":"2026-12-05T10:00:02Z","Action":"run","Package":"example.com/m/a","Test":"TestOne/sub"}
+{"Time":"2026-12-05T10:00:03Z","Action":"pass","Package":"example.com/m/a","Test":"TestOne/sub","Elapsed":1}
+{"Time":"2026-12-05T10:00:03Z","Action":"output","Package":"example.com/m/b","Test":"TestSlow","Output":"line\n"}
+go: downloading example.com/dep v1.0.0
+{"Time":"2026-12-05T10:00:04Z","Action":"pass","Package":"example.com/m/a","Test":"TestOne","Elapsed":3.2}
+{"Time":"2026-12-05T10:00:04Z","Action":"run","Package":"example.com/m/a","Test":"TestSkipped"}
+{"Time":"2026-12-05T10:00:04Z","Action":"skip","Package":"example.com/m/a","Test":"TestSkipped","Elapsed":0}
+{"Time":"2026-12-05T10:00:05Z","Action":"output","Package":"example.com/m/a","Output":"ok  \texample.com/m/a\t4.5s\n"}
+{"Time":"2026-12-05T10:00:05Z","Action":"pass","Package":"example.com/m/a","Elapsed":4.5}
+{"Time":"2026-12-05T10:01:31Z","Action":"output","Package":"example.com/m/b","Test":"TestSlow","Output":"no newline at the end"}
+`
+
+func TestSummarize(t *testing.T) {
+	s, err := Summarize(strings.NewReader(stream))
+	require.NoError(t, err)
+	assert.Equal(t, 1, s.Skipped, "the go command's line")
+	assert.Equal(t, []Result{
+		{Package: "example.com/m/a", Outcome: Pass, Elapsed: 4500 * time.Millisecond, Tests: 2},
+		{Package: "example.com/m/b", Outcome: Incomplete, Elapsed: 91 * time.Second, Tests: 1},
+	}, s.Packages)
+	assert.Equal(t, []Result{
+		{Package: "example.com/m/a", Test: "TestOne", Outcome: Pass, Elapsed: 3200 * time.Millisecond},
+		{Package: "example.com/m/b", Test: "TestSlow", Outcome: Incomplete, Elapsed: 90 * time.Second},
+		{Package: "example.com/m/a", Test: "TestSkipped", Outcome: Skip},
+	}, s.Tests)
+}
+
+func TestSummarizeBadInput(t *testing.T) {
+	s, err := Summarize(strings.NewReader("not json\n{\"Action\":\n{}\n{\"Action\":\"pass\"}\n\n"))
+	require.NoError(t, err)
+	assert.Empty(t, s.Packages)
+	assert.Equal(t, 5, s.Skipped)
+
+	_, err = Summarize(strings.NewReader(strings.Repeat("x", maxLine+1)))
+	assert.ErrorContains(t, err, "reading the events")
+}
+
+func TestTee(t *testing.T) {
+	var out, record bytes.Buffer
+	require.NoError(t, Tee(strings.NewReader(stream), &out, &record, mod))
+	assert.Equal(t, stream, record.String(), "every line is kept as it came")
+	assert.Equal(t, "a| === RUN   TestOne\n"+
+		"b| half a line\n"+
+		"go: downloading example.com/dep v1.0.0\n"+
+		"a| ok  \texample.com/m/a\t4.5s\n"+
+		"b| no newline at the end\n", out.String())
+
+	// One package: no prefix, as go test -v prints it.
+	out.Reset()
+	one := `{"Action":"output","Package":"example.com/m","Output":"=== RUN   TestX\n"}` + "\n"
+	require.NoError(t, Tee(strings.NewReader(one), &out, &record, mod))
+	assert.Equal(t, "=== RUN   TestX\n", out.String())
+}
+
+func TestShortName(t *testing.T) {
+	assert.Equal(t, ".", ShortName(mod, mod))
+	assert.Equal(t, "tests/e2e", ShortName(mod+"/tests/e2e", mod))
+	assert.Equal(t, "example.com/mod2", ShortName("example.com/mod2", mod))
+	assert.Equal(t, "x/y", ShortName("x/y", ""))
+}
+
+func TestReadPhases(t *testing.T) {
+	ps, err := ReadPhases(strings.NewReader("tools\t75.25\t0\n\nlint\t120\t2\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []Phase{
+		{Name: "tools", Elapsed: 75250 * time.Millisecond},
+		{Name: "lint", Elapsed: 2 * time.Minute, Failed: true},
+	}, ps)
+	for in, want := range map[string]string{
+		"tools 75 0\n":    "line 1",
+		"tools\tx\t0\n":   `"x" is not a number of seconds`,
+		"tools\t-1\t0\n":  `"-1" is not a number of seconds`,
+		"tools\t1\tok\n":  `"ok" is not an exit status`,
+		"a\t1\t0\nb\t1\n": "line 2",
+	} {
+		_, err := ReadPhases(strings.NewReader(in))
+		assert.ErrorContains(t, err, want, "input %q", in)
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	s, err := Summarize(strings.NewReader(stream))
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, WriteTable(&b, Report{
+		Phases:   []Phase{{Name: "tools", Elapsed: 65 * time.Second}, {Name: "e2e", Elapsed: 95 * time.Second, Failed: true}},
+		Summary:  s,
+		Module:   mod,
+		Slowest:  2,
+		Parallel: 2,
+	}))
+	assert.Equal(t, `phase  wall     result
+tools  1m05.0s  ok
+e2e    1m35.0s  FAILED
+total  2m40.0s  
+
+package          wall     tests  result
+b                1m31.0s  1      incomplete
+a                4.5s     2      pass
+sum of packages  1m35.5s         
+
+slowest tests  wall     package  result
+TestSlow       1m30.0s  b        incomplete
+TestOne        3.2s     a        pass
+(go test runs up to 2 packages at once, so the packages' sum exceeds their phase's wall time)
+`, b.String())
+}
+
+func FuzzSummarize(f *testing.F) {
+	f.Add([]byte(stream))
+	f.Add([]byte(`{"Action":"pass","Package":"p","Test":"T/","Elapsed":-1e308}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := Summarize(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		require.NoError(t, WriteTable(&out, Report{Summary: s, Slowest: 3}))
+		var rec bytes.Buffer
+		require.NoError(t, Tee(bytes.NewReader(b), &out, &rec, mod))
+	})
+}
