@@ -4,22 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -84,86 +75,6 @@ func New(cfg Config) (*Elector, error) {
 		}
 	}
 	return e, nil
-}
-
-// watchLease feeds the Lease's changes to the Lease state.
-func (e *Elector) watchLease() error {
-	leases := e.factory(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", e.cfg.LeaseName).String()
-	})
-	onLease := func(obj any) {
-		if l, ok := obj.(*coordinationv1.Lease); ok {
-			e.lease.observeLease(l)
-		}
-	}
-	_, err := leases.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onLease,
-		UpdateFunc: func(_, obj any) { onLease(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			l, _ := obj.(*coordinationv1.Lease)
-			e.lease.forget(l)
-		},
-	})
-	return err
-}
-
-// watchService builds the publisher, over caches of the Service and its
-// slices whose changes wake it.
-func (e *Elector) watchService() error {
-	service := e.cfg.Endpoint.Service
-	services := e.factory(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", service).String()
-	})
-	slices := e.factory(func(o *metav1.ListOptions) {
-		o.LabelSelector = labelsForService(service).String()
-	})
-	kick := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { wake(e.trigger) },
-		UpdateFunc: func(any, any) { wake(e.trigger) },
-		DeleteFunc: func(any) { wake(e.trigger) },
-	}
-	svcInformer := services.Core().V1().Services()
-	sliceInformer := slices.Discovery().V1().EndpointSlices()
-	watched := []cache.SharedIndexInformer{svcInformer.Informer(), sliceInformer.Informer()}
-	var endpoints corelisters.EndpointsNamespaceLister
-	if !e.cfg.Endpoint.SkipEndpoints {
-		// The same name as the Service's: the same field selector.
-		epInformer := services.Core().V1().Endpoints()
-		endpoints = epInformer.Lister().Endpoints(e.cfg.Namespace)
-		watched = append(watched, epInformer.Informer())
-	}
-	for _, inf := range watched {
-		if _, err := inf.AddEventHandler(kick); err != nil {
-			return err
-		}
-	}
-	e.pub = &publisher{
-		endpoints:  endpoints,
-		cfg:        &e.cfg,
-		ep:         e.cfg.Endpoint,
-		log:        e.lease.log.WithValues("service", service),
-		leading:    e.lease.leading,
-		term:       e.lease.currentTerm,
-		handedOver: e.lease.handedOverTerm,
-		services:   svcInformer.Lister().Services(e.cfg.Namespace),
-		slices:     sliceInformer.Lister().EndpointSlices(e.cfg.Namespace),
-		trigger:    e.trigger,
-	}
-	return nil
-}
-
-func (e *Elector) factory(tweak func(*metav1.ListOptions)) informers.SharedInformerFactory {
-	f := informers.NewSharedInformerFactoryWithOptions(e.cfg.Client, 0,
-		informers.WithNamespace(e.cfg.Namespace), informers.WithTweakListOptions(tweak))
-	e.factories = append(e.factories, f)
-	return f
-}
-
-func labelsForService(service string) labels.Selector {
-	return labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: service})
 }
 
 // IsLeader reports whether this replica leads now.
@@ -291,99 +202,3 @@ func (e *Elector) prepare(ctx, prepCtx context.Context, end context.CancelFunc) 
 // re-reads the Lease all the same: once a minute, the cost of a standby
 // to the API server besides its watches.
 const standbyRecheck = time.Minute
-
-// standby waits for the Lease, reacting to each change the watch reports;
-// it returns true once this replica holds it, false if ctx ended first.
-//
-// It tries to acquire when the Lease is free, released or expired, the
-// moment it is, and in any case every standbyRecheck (or LeaseDuration if
-// longer), in case the watch missed an event. That re-read is all a
-// standby asks of the API server besides its watches: a watch that stalls
-// without an error stops the renewals the standby sees, so it tries (and
-// reads the Lease) when the last one it saw expires anyway.
-// A record naming this replica's own identity is not
-// this process's (Run acquires once): it waits for expiry like any.
-func (e *Elector) standby(ctx context.Context) bool {
-	clk := e.cfg.Clock
-	recheck := max(e.cfg.LeaseDuration, standbyRecheck)
-	var lastAttempt, crashRetry time.Time
-	if e.pods != nil {
-		defer e.pods.stop()
-	}
-	for {
-		now := clk.Now()
-		exp := e.lease.expiry()
-		dead := e.crashed()
-		early := dead != nil && !now.Before(crashRetry)
-		if e.lease.holder() == "" || !now.Before(exp) || now.Sub(lastAttempt) >= recheck || early {
-			lastAttempt = now
-			var acquired bool
-			var inst *instance
-			if early {
-				inst = &dead.inst
-			}
-			if acquired, exp = e.attempt(ctx, inst); acquired {
-				if e.lease.crashTakeoverTerm() {
-					e.tookOverFromACrash(*dead)
-				}
-				return true
-			}
-			if early {
-				crashRetry = clk.Now().Add(jitter(e.cfg.RetryPeriod))
-				exp = minTime(exp, crashRetry)
-			} else if e.crashed() != nil {
-				// The read brought a record whose Pod shows its end.
-				continue
-			}
-		}
-		wait := lastAttempt.Add(recheck).Sub(clk.Now())
-		if !exp.IsZero() {
-			wait = min(wait, exp.Sub(clk.Now()))
-		}
-		timer := clk.NewTimer(max(wait, time.Millisecond))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return false
-		case <-e.lease.changed:
-		case <-timer.C():
-		}
-		timer.Stop()
-	}
-}
-
-// attempt tries to acquire the Lease once. If it did not, it returns when
-// to try next at the latest: when the holder's Lease expires, or, if the
-// API failed, after a jittered retry period.
-func (e *Elector) attempt(ctx context.Context, dead *instance) (acquired bool, next time.Time) {
-	actx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-	ok, err := e.lease.tryAcquire(actx, dead)
-	cancel()
-	switch {
-	case ok:
-		return true, time.Time{}
-	case err == nil:
-		return false, e.lease.expiry()
-	case ctx.Err() != nil:
-	case apierrors.IsConflict(err):
-		// Another replica was faster.
-		e.lease.log.V(1).Info("lost the race for the Lease", "reason", err.Error())
-	default:
-		e.lease.log.Error(err, "could not acquire the Lease; retrying")
-	}
-	// Not a live holder's Lease, but the API is unhappy.
-	return false, e.cfg.Clock.Now().Add(jitter(e.cfg.RetryPeriod))
-}
-
-// minTime returns the earlier of two times, ignoring a zero one.
-func minTime(a, b time.Time) time.Time {
-	if a.IsZero() || !b.IsZero() && b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// jitter returns d plus up to 20%.
-func jitter(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d)/5+1))
-}

@@ -3,20 +3,17 @@ package leader
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 )
 
 // ErrLeadershipLost is returned by Run when this replica was the leader
@@ -252,245 +249,6 @@ func (e *leaseState) latest() *coordinationv1.Lease {
 	return e.observed
 }
 
-// get reads the Lease from the API (a consistent read) and observes it,
-// dated when it arrived.
-func (e *leaseState) get(ctx context.Context) (*coordinationv1.Lease, error) {
-	lease, err := e.leases.Get(ctx, e.cfg.LeaseName, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	e.observe(lease, e.clock.Now())
-	return lease, nil
-}
-
-// tryAcquire takes the Lease if it is free, released or expired, or if
-// dead (non-nil) is the instance the live Lease records and its process
-// has ended (crash.go). It reads the Lease first, so a stale observation
-// cannot make it steal a live Lease. A record naming this replica's
-// identity counts as another holder's (Run acquires once per process, so
-// it is a previous process with the same identity, which may still act
-// until its Lease expires), except the term of this process's own earlier
-// attempt that got no answer: the read shows it applied, and this replica
-// renews it and leads.
-func (e *leaseState) tryAcquire(ctx context.Context, dead *instance) (bool, error) {
-	lease, err := e.get(ctx)
-	if apierrors.IsNotFound(err) {
-		e.settleAcquire(nil)
-		sent := e.clock.Now()
-		spec := e.spec(resourcelock.LeaderElectionRecord{}, sent)
-		created := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.LeaseName},
-			Spec:       spec,
-		}
-		setInstance(created, instanceOf(e.self, e.cfg.Identity, *spec.LeaseTransitions, sent))
-		got, err := e.leases.Create(ctx, created, metav1.CreateOptions{})
-		if err != nil {
-			e.unanswered(err, created, false, false)
-			return false, fmt.Errorf("create lease: %w", err)
-		}
-		e.wrote(got, sent, e.clock.Now())
-		e.began(false, false)
-		return true, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("get lease: %w", err)
-	}
-	if p := e.settleAcquire(lease); p != nil {
-		return e.resume(ctx, p)
-	}
-	base := e.latest()
-	if base == nil || base.UID == "" {
-		base = lease
-	}
-	// The observation may be newer than the read (from the watch): judge
-	// by the newest.
-	live := e.holder() != "" && e.clock.Now().Before(e.expiry())
-	early := live && dead != nil && recordsInstance(base, *dead)
-	if live && !early {
-		return false, nil
-	}
-	sent := e.clock.Now()
-	next := base.DeepCopy()
-	prev := resourcelock.LeaseSpecToLeaderElectionRecord(&base.Spec)
-	next.Spec = e.spec(*prev, sent)
-	setInstance(next, instanceOf(e.self, e.cfg.Identity, *next.Spec.LeaseTransitions, sent))
-	handedOver := prev.HolderIdentity == "" && !prev.AcquireTime.IsZero()
-	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
-	if err != nil {
-		e.unanswered(err, next, handedOver, early)
-		return false, fmt.Errorf("acquire lease: %w", err)
-	}
-	e.wrote(updated, sent, e.clock.Now())
-	e.began(handedOver, early)
-	return true, nil
-}
-
-// began records how this replica's new term began.
-func (e *leaseState) began(handedOver, crashTakeover bool) {
-	e.mu.Lock()
-	e.handedOver, e.crashTakeover = handedOver, crashTakeover
-	e.mu.Unlock()
-}
-
-// pendingAcquire is an acquisition that got no answer: the term it
-// wrote, and how that term began.
-type pendingAcquire struct {
-	sent          time.Time // when the write was sent
-	term          int32     // the transition count it wrote
-	handedOver    bool
-	crashTakeover bool
-}
-
-// unanswered records the acquisition wrote, which failed with err, if
-// the API may have applied it all the same.
-func (e *leaseState) unanswered(err error, wrote *coordinationv1.Lease, handedOver, crashTakeover bool) {
-	if !outcomeUnknown(err) {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.pending = &pendingAcquire{
-		sent: wrote.Spec.AcquireTime.Time, term: *wrote.Spec.LeaseTransitions,
-		handedOver: handedOver, crashTakeover: crashTakeover,
-	}
-}
-
-// settleAcquire settles an acquisition that got no answer by lease, a
-// read that followed it (nil: the Lease does not exist): it returns the
-// acquisition if lease records its term, and forgets it either way.
-func (e *leaseState) settleAcquire(lease *coordinationv1.Lease) *pendingAcquire {
-	e.mu.Lock()
-	p := e.pending
-	e.pending = nil
-	e.mu.Unlock()
-	if p == nil || lease == nil {
-		return nil
-	}
-	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
-	at := rec.AcquireTime.Sub(p.sent)
-	if rec.HolderIdentity != e.cfg.Identity || int32(rec.LeaderTransitions) != p.term || at < -time.Microsecond || at > time.Microsecond {
-		return nil
-	}
-	return p
-}
-
-// resume makes the term of an acquisition that got no answer, which lease
-// (just read) shows applied, this replica's: its deadline counts from when
-// the acquisition was sent, and a renewal at once starts a fresh one.
-func (e *leaseState) resume(ctx context.Context, p *pendingAcquire) (bool, error) {
-	e.claim(p)
-	e.log.Info("an acquisition that got no answer was applied: resuming its term", "term", p.term)
-	if err := e.renew(ctx); err != nil {
-		e.mu.Lock()
-		e.renewedAt = time.Time{}
-		e.pending = p // the next read settles it again
-		e.mu.Unlock()
-		return false, fmt.Errorf("renew the Lease of an acquisition that got no answer: %w", err)
-	}
-	e.began(p.handedOver, p.crashTakeover)
-	return true, nil
-}
-
-// claim makes the term of p, an applied acquisition, this replica's, its
-// deadline counting from when p was sent.
-func (e *leaseState) claim(p *pendingAcquire) {
-	e.mu.Lock()
-	e.term, e.renewedAt = p.term, p.sent
-	e.mu.Unlock()
-}
-
-// abandon is called when this replica stops without leading: if an
-// acquisition of its got no answer, it reads the Lease and, if that
-// acquisition was applied, releases it, so that the others need not wait
-// for it to expire.
-func (e *leaseState) abandon(ctx context.Context) error {
-	e.mu.Lock()
-	pending := e.pending != nil
-	e.mu.Unlock()
-	if !pending {
-		return nil
-	}
-	lease, err := e.get(ctx)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read the Lease after an acquisition that got no answer: %w", err)
-	}
-	p := e.settleAcquire(lease)
-	if p == nil {
-		return nil
-	}
-	e.claim(p)
-	e.log.Info("an acquisition that got no answer was applied: releasing it", "term", p.term)
-	return e.release(ctx)
-}
-
-// recordsInstance reports whether lease records inst for its current
-// holder and term.
-func recordsInstance(lease *coordinationv1.Lease, inst instance) bool {
-	rec, err := recordedInstance(lease)
-	return err == nil && rec.Holder == inst.Holder && rec.Term == inst.Term &&
-		rec.Namespace == inst.Namespace && rec.Pod == inst.Pod && rec.UID == inst.UID &&
-		rec.Container == inst.Container && rec.Since.Equal(inst.Since)
-}
-
-// crashTakeoverTerm reports whether this replica's term began on the Lease
-// of a leader whose process had ended.
-func (e *leaseState) crashTakeoverTerm() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.crashTakeover
-}
-
-// spec is the Lease spec of a new term of this replica, after prev.
-func (e *leaseState) spec(prev resourcelock.LeaderElectionRecord, now time.Time) coordinationv1.LeaseSpec {
-	next := prev
-	next.HolderIdentity = e.cfg.Identity
-	next.LeaseDurationSeconds = int(e.cfg.LeaseDuration / time.Second)
-	next.AcquireTime = metav1.NewTime(now)
-	next.RenewTime = metav1.NewTime(now)
-	next.LeaderTransitions = prev.LeaderTransitions + 1
-	if prev.HolderIdentity == "" && prev.AcquireTime.IsZero() {
-		next.LeaderTransitions = 0 // a new Lease
-	}
-	return resourcelock.LeaderElectionRecordToLeaseSpec(&next)
-}
-
-// renew renews the Lease this replica holds. A conflict means the Lease
-// changed under it: it re-reads it and renews only if it is still this
-// replica's term.
-func (e *leaseState) renew(ctx context.Context) error {
-	base := e.latest()
-	if base == nil || !e.isMineLease(base) {
-		// Maybe old news whose version could not be ordered: only a
-		// read decides.
-		var err error
-		if base, err = e.get(ctx); err != nil {
-			return fmt.Errorf("renew lease: %w", err)
-		}
-	}
-	for attempt := 0; ; attempt++ {
-		if !e.isMineLease(base) {
-			return fmt.Errorf("%w: the Lease is held by %q", ErrLeadershipLost, holderOf(base))
-		}
-		sent := e.clock.Now()
-		next := base.DeepCopy()
-		next.Spec.RenewTime = &metav1.MicroTime{Time: sent}
-		updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
-		if err == nil {
-			e.wrote(updated, sent, e.clock.Now())
-			return nil
-		}
-		if !apierrors.IsConflict(err) || attempt > 0 {
-			return fmt.Errorf("renew lease: %w", err)
-		}
-		if base, err = e.get(ctx); err != nil {
-			return fmt.Errorf("renew lease: %w", err)
-		}
-	}
-}
-
 func (e *leaseState) isMineLease(lease *coordinationv1.Lease) bool {
 	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
 	e.mu.Lock()
@@ -505,98 +263,15 @@ func holderOf(lease *coordinationv1.Lease) string {
 	return *lease.Spec.HolderIdentity
 }
 
-// confirmLost is called when the observed record is not this replica's
-// term: it reads the Lease and reports whether it is really another's (an
-// error reading counts as lost only once the deadline passes, which the
-// run loop watches anyway).
-func (e *leaseState) confirmLost(ctx context.Context) (bool, string) {
-	lease, err := e.get(ctx)
+// get reads the Lease from the API (a consistent read) and observes it,
+// dated when it arrived.
+func (e *leaseState) get(ctx context.Context) (*coordinationv1.Lease, error) {
+	lease, err := e.leases.Get(ctx, e.cfg.LeaseName, metav1.GetOptions{})
 	if err != nil {
-		e.log.Error(err, "could not confirm the Lease's holder")
-		return false, ""
+		return nil, err
 	}
-	return !e.isMineLease(lease), holderOf(lease)
-}
-
-// release gives the Lease up, if it records this replica's term, so that
-// a standby takes it at once instead of waiting for it to expire. The
-// caller has stopped the work: a release after the renew deadline is as
-// safe as one before it (the write is conditional on the version of this
-// term), and spares the others the rest of the Lease.
-//
-// It does not trust its last observation: a renewal cancelled by the
-// stop that led here (SIGTERM while it was on its way) is usually applied
-// all the same, so the Lease is newer than the copy in hand. A conflict,
-// or a write whose outcome is unknown, is settled by a read: while the
-// Lease still records this replica's term, release writes again from the
-// fresh copy; once it records anything else (released, or another's), it
-// is done. It returns an error only while the Lease may still name this
-// replica: ctx ended, or the API refused the write outright.
-func (e *leaseState) release(ctx context.Context) error {
-	base := e.latest()
-	if base == nil || !e.isMineLease(base) {
-		return fmt.Errorf("not releasing: the Lease is held by %q", holderOf(base))
-	}
-	for {
-		now := e.clock.Now()
-		next := base.DeepCopy()
-		setInstance(next, nil)
-		next.Spec.HolderIdentity = nil
-		next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
-		next.Spec.RenewTime = &metav1.MicroTime{Time: now}
-		next.Spec.AcquireTime = &metav1.MicroTime{Time: now}
-		updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
-		if err == nil {
-			e.wrote(updated, now, e.clock.Now())
-			return nil
-		}
-		if apierrors.IsNotFound(err) {
-			return nil // deleted: it names nobody
-		}
-		if !apierrors.IsConflict(err) && !outcomeUnknown(err) {
-			return fmt.Errorf("release lease: %w", err)
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("release lease: %w", err)
-		}
-		e.log.V(1).Info("the Lease may have changed under the release; reading it", "reason", err.Error())
-		if base, err = e.reread(ctx, err); apierrors.IsNotFound(err) {
-			return nil // deleted: it names nobody
-		} else if err != nil {
-			return fmt.Errorf("release lease: %w", err)
-		}
-		if !e.isMineLease(base) {
-			e.log.V(1).Info("the Lease no longer records this term", "holder", holderOf(base))
-			return nil
-		}
-	}
-}
-
-// reread reads the Lease after a write failed with cause: at once after a
-// conflict (the API answered), after a short pause when the API did not
-// answer, and again while reads get no answer either, until one succeeds,
-// the API refuses it, or ctx ends.
-func (e *leaseState) reread(ctx context.Context, cause error) (*coordinationv1.Lease, error) {
-	pause := e.cfg.RetryPeriod / 4
-	for {
-		if !apierrors.IsConflict(cause) {
-			t := e.clock.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), cause)
-			case <-t.C():
-			}
-		}
-		lease, err := e.get(ctx)
-		if err == nil {
-			return lease, nil
-		}
-		if !outcomeUnknown(err) || ctx.Err() != nil {
-			return nil, err
-		}
-		cause = err
-	}
+	e.observe(lease, e.clock.Now())
+	return lease, nil
 }
 
 // recordEvent records an Event on the Lease, as client-go's locks do.
