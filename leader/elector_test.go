@@ -601,13 +601,16 @@ func TestStopDuringARenewalReleasesTheLease(t *testing.T) {
 func TestStopDuringAnAcquisitionReleasesIt(t *testing.T) {
 	client := fake.NewClientset(testLease("1", "", 1, 4, time.Now().Add(-time.Hour)))
 	unanswered := strictLeases(t, client)
-	stopped := make(chan struct{})
+	stopped, cancelled := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		once.Do(func() {
-			var cancelled error = &url.Error{Op: "Put", URL: "https://api/leases/l", Err: context.Canceled}
-			unanswered.Store(&cancelled)
+			var canceled error = &url.Error{Op: "Put", URL: "https://api/leases/l", Err: context.Canceled}
+			unanswered.Store(&canceled)
 			close(stopped)
+			// As a real client's: the answer is Canceled because Run's
+			// context ended while the request was out.
+			<-cancelled
 		})
 		return false, nil, nil
 	})
@@ -619,6 +622,7 @@ func TestStopDuringAnAcquisitionReleasesIt(t *testing.T) {
 	})
 	<-stopped
 	r.cancel()
+	close(cancelled)
 	require.NoError(t, r.result())
 	l := r.lease()
 	assert.Nil(t, l.Spec.HolderIdentity, "the acquisition was left to expire")

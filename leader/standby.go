@@ -29,6 +29,11 @@ func (e *Elector) standby(ctx context.Context) bool {
 		defer e.pods.stop()
 	}
 	for {
+		// A select with the context's end and a change both ready picks
+		// either: an ended context must not make one more attempt.
+		if ctx.Err() != nil {
+			return false
+		}
 		now := clk.Now()
 		exp := e.lease.expiry()
 		dead := e.crashed()

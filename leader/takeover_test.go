@@ -43,8 +43,26 @@ func crashSetup(t *testing.T, mutate func(*Config), objs ...runtime.Object) (*te
 	inst.Since = now.Add(-10 * time.Second)
 	pod := ctlPod(running(metav1.NewTime(inst.Since.Add(-time.Minute).Truncate(time.Second))), corev1.ContainerState{}, 0)
 	client := fake.NewClientset(append([]runtime.Object{crashLease(now, inst.Since, &inst), pod}, objs...)...)
+	// The fake's watches replay nothing: a report made before the Pod's
+	// watch is open would be lost. The tests report once it is.
+	watching := make(chan struct{}, 1)
+	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(corev1.SchemeGroupVersion.WithResource("pods"), a.GetNamespace())
+		select {
+		case watching <- struct{}{}:
+		default:
+		}
+		return true, w, err
+	})
 	r := startRun(t, client, mutate, nil)
 	r.awaitWaiting()
+	if !r.el.cfg.DisableCrashTakeover {
+		select {
+		case <-watching:
+		case <-time.After(waitFor):
+			t.Fatal("the standby does not watch the leader's Pod")
+		}
+	}
 	require.Equal(t, "ctl-0_1", r.el.Leader())
 	return r, inst
 }
