@@ -21,7 +21,8 @@ const (
 	CAFile   = "ca.crt"
 )
 
-// CA is a certificate authority that issues serving certificates.
+// CA is a certificate authority that issues serving certificates (and
+// the client certificates of a test's control plane).
 type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -173,6 +174,36 @@ func (ca *CA) Issue(hosts []string, validity time.Duration) (*KeyPair, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("a serving certificate needs at least one DNS name or IP address")
 	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: hosts[0]},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	return ca.sign(tmpl, validity)
+}
+
+// IssueClient makes a client certificate for the user commonName in the
+// groups orgs (a Kubernetes API server reads them so), signed by the CA,
+// valid as Issue's are.
+func (ca *CA) IssueClient(commonName string, orgs []string, validity time.Duration) (*KeyPair, error) {
+	if commonName == "" {
+		return nil, errors.New("a client certificate needs a common name")
+	}
+	return ca.sign(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName, Organization: orgs},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, validity)
+}
+
+// sign completes tmpl (its key, serial, validity and key usage) and signs
+// it with the CA's key.
+func (ca *CA) sign(tmpl *x509.Certificate, validity time.Duration) (*KeyPair, error) {
 	if validity <= 0 {
 		return nil, fmt.Errorf("certificate validity must be positive, got %v", validity)
 	}
@@ -187,29 +218,16 @@ func (ca *CA) Issue(hosts []string, validity time.Duration) (*KeyPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	notBefore := now.Add(-5 * time.Minute) // tolerate clock skew
-	if notBefore.Before(ca.cert.NotBefore) {
-		notBefore = ca.cert.NotBefore
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore = now.Add(-5 * time.Minute) // tolerate clock skew
+	if tmpl.NotBefore.Before(ca.cert.NotBefore) {
+		tmpl.NotBefore = ca.cert.NotBefore
 	}
-	notAfter := now.Add(validity).Truncate(time.Second) // what a certificate can say
-	if notAfter.After(ca.cert.NotAfter) {
-		notAfter = ca.cert.NotAfter
+	tmpl.NotAfter = now.Add(validity).Truncate(time.Second) // what a certificate can say
+	if tmpl.NotAfter.After(ca.cert.NotAfter) {
+		tmpl.NotAfter = ca.cert.NotAfter
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		return nil, err
@@ -222,7 +240,7 @@ func (ca *CA) Issue(hosts []string, validity time.Duration) (*KeyPair, error) {
 		CertPEM:  pemBlock("CERTIFICATE", der),
 		KeyPEM:   pemBlock("EC PRIVATE KEY", keyDER),
 		Serial:   serial,
-		NotAfter: notAfter,
+		NotAfter: tmpl.NotAfter,
 	}, nil
 }
 

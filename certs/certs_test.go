@@ -34,6 +34,32 @@ func TestIssueVerifies(t *testing.T) {
 	assert.False(t, kp.NotAfter.After(ca.cert.NotAfter), "never outlives its CA")
 }
 
+func TestIssueClientVerifiesForClientsOnly(t *testing.T) {
+	ca, err := NewCA("test-ca", time.Hour)
+	require.NoError(t, err)
+	kp, err := ca.IssueClient("system:node:node-a", []string{"system:nodes"}, 2*time.Hour)
+	require.NoError(t, err)
+
+	pair, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	require.NoError(t, err)
+	assert.Equal(t, "system:node:node-a", leaf.Subject.CommonName)
+	assert.Equal(t, []string{"system:nodes"}, leaf.Subject.Organization)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(ca.CertPEM))
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	assert.NoError(t, err)
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	assert.Error(t, err, "a client certificate serves nothing")
+	assert.False(t, kp.NotAfter.After(ca.cert.NotAfter), "never outlives its CA")
+
+	_, err = ca.IssueClient("", nil, time.Hour)
+	assert.ErrorContains(t, err, "common name")
+	_, err = ca.IssueClient("user", nil, 0)
+	assert.ErrorContains(t, err, "validity")
+}
+
 func TestLoadCARoundTrip(t *testing.T) {
 	ca, err := NewCA("test-ca", time.Hour)
 	require.NoError(t, err)

@@ -5,10 +5,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -90,11 +88,11 @@ func newPKI(dir, apiAddr string, serviceIP netip.Addr) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	proxy, err := issueClientCert(frontCA, FrontProxyClientCN, 24*time.Hour)
+	proxy, err := frontCA.IssueClient(FrontProxyClientCN, nil, 24*time.Hour)
 	if err != nil {
 		return nil, fmt.Errorf("front-proxy client certificate: %w", err)
 	}
-	kubeletClient, err := issueClientCert(ca, "kube-apiserver-kubelet-client", 24*time.Hour, "system:masters")
+	kubeletClient, err := ca.IssueClient("kube-apiserver-kubelet-client", []string{"system:masters"}, 24*time.Hour)
 	if err != nil {
 		return nil, fmt.Errorf("kube-apiserver's client certificate to kubelets: %w", err)
 	}
@@ -146,73 +144,7 @@ func newPKI(dir, apiAddr string, serviceIP netip.Addr) (*pki, error) {
 // issueNodeCert makes the client certificate of a real node's kubelet:
 // system:node:<name> in system:nodes, signed by the cluster's CA.
 func issueNodeCert(p *pki, node string) (*certs.KeyPair, error) {
-	return issueClientCert(p.ca, "system:node:"+node, 24*time.Hour, "system:nodes")
-}
-
-// issueClientCert makes a client certificate with the common name (the
-// user) and organizations (its groups), signed by ca (package certs
-// issues serving certificates only).
-func issueClientCert(ca *certs.CA, commonName string, validity time.Duration, orgs ...string) (*certs.KeyPair, error) {
-	caCert, caKey, err := parseCA(ca)
-	if err != nil {
-		return nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: commonName, Organization: orgs},
-		NotBefore:    now.Add(-5 * time.Minute),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return &certs.KeyPair{
-		CertPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		Serial:   serial,
-		NotAfter: tmpl.NotAfter,
-	}, nil
-}
-
-// parseCA returns the CA's certificate and key, to sign with.
-func parseCA(ca *certs.CA) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	b, _ := pem.Decode(ca.CertPEM)
-	if b == nil {
-		return nil, nil, fmt.Errorf("CA certificate: no PEM block")
-	}
-	cert, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyPEM, err := ca.KeyPEM()
-	if err != nil {
-		return nil, nil, err
-	}
-	kb, _ := pem.Decode(keyPEM)
-	if kb == nil {
-		return nil, nil, fmt.Errorf("CA key: no PEM block")
-	}
-	key, err := x509.ParseECPrivateKey(kb.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cert, key, nil
+	return p.ca.IssueClient("system:node:"+node, []string{"system:nodes"}, 24*time.Hour)
 }
 
 // NewServingCert makes a CA of its own and a serving certificate for the
@@ -245,7 +177,7 @@ func NewClientCert(commonName string) (certPEM, keyPEM, caPEM []byte, err error)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	kp, err := issueClientCert(ca, commonName, 24*time.Hour)
+	kp, err := ca.IssueClient(commonName, nil, 24*time.Hour)
 	if err != nil {
 		return nil, nil, nil, err
 	}

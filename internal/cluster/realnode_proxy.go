@@ -43,7 +43,7 @@ func (n *RealNode) realProxyFlags() []string {
 // namespace; waitProxy waits until it has synced.
 func (n *RealNode) startProxy() error {
 	e := n.env
-	kp, err := issueClientCert(e.pki.ca, "system:kube-proxy", 24*time.Hour)
+	kp, err := e.pki.ca.IssueClient("system:kube-proxy", nil, 24*time.Hour)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -131,43 +130,8 @@ func (d *demo) examplePods(ctx context.Context) ([]corev1.Pod, error) {
 // (not the pod named not) whose pod IP is the only endpoint of the
 // Service, and returns it.
 func (d *demo) waitPublished(ctx context.Context, not string, timeout time.Duration) (podIdentity, error) {
-	var got podIdentity
-	last := "no leader published yet"
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		lease, err := d.client.CoordinationV1().Leases(haNS).Get(ctx, exampleRelease, metav1.GetOptions{})
-		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
-			last = fmt.Sprintf("the Lease has no holder (%v)", err)
-			return false, nil
-		}
-		holder := *lease.Spec.HolderIdentity
-		name, _, _ := strings.Cut(holder, "_")
-		if name == not {
-			last = "the Lease still names " + holder
-			return false, nil
-		}
-		p, err := d.client.CoreV1().Pods(haNS).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || p.DeletionTimestamp != nil || p.Status.PodIP == "" {
-			last = fmt.Sprintf("the holder %s is no running pod (%v)", holder, err)
-			return false, nil
-		}
-		slices, err := d.client.DiscoveryV1().EndpointSlices(haNS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + exampleRelease})
-		if err != nil {
-			return false, nil
-		}
-		var addrs []string
-		for _, s := range slices.Items {
-			for _, ep := range s.Endpoints {
-				addrs = append(addrs, ep.Addresses...)
-			}
-		}
-		last = fmt.Sprintf("holder %s at %s, endpoints %v", holder, p.Status.PodIP, addrs)
-		got = podIdentity{pod: p, id: holder}
-		return len(addrs) == 1 && addrs[0] == p.Status.PodIP, nil
-	})
-	if err != nil {
-		return got, fmt.Errorf("no leader of the example published as its Service's only endpoint after %v: %s", timeout, last)
-	}
-	return got, nil
+	p, err := cluster.WaitPublished(ctx, d.client, haNS, exampleRelease, exampleRelease, not, timeout)
+	return podIdentity{pod: &p.Pod, id: p.Identity}, err
 }
 
 // waitReplicas waits until the example runs n Ready replicas again.

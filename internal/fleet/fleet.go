@@ -41,16 +41,6 @@ func (d Durations) String() string {
 	return fmt.Sprintf("%v/%v/%v", d.Lease, d.Renew, d.Retry)
 }
 
-// Replica is one process.
-type Replica struct {
-	ID   string
-	N    int // publishes 192.0.2.N, listens on 127.0.0.N
-	Proc *cluster.Process
-}
-
-// Address is the address the replica publishes.
-func (r *Replica) Address() string { return PublishedNet + strconv.Itoa(r.N) }
-
 // Fleet is a set of replicas behind one Service and one Lease.
 type Fleet struct {
 	Env       *cluster.Env
@@ -121,8 +111,7 @@ func (f *Fleet) CreateService(ctx context.Context, selector map[string]string) e
 // Add starts n more replicas.
 func (f *Fleet) Add(n int) error {
 	for range n {
-		r := &Replica{N: len(f.Replicas) + 1}
-		r.ID = f.Name + "-" + strconv.Itoa(r.N)
+		r := NewReplica(f.Name, len(f.Replicas)+1)
 		f.Replicas = append(f.Replicas, r)
 		if err := f.Start(r); err != nil {
 			return err
@@ -134,9 +123,11 @@ func (f *Fleet) Add(n int) error {
 // Start starts a replica, or starts it again after it exited or was
 // stopped.
 func (f *Fleet) Start(r *Replica) error {
-	if r.Proc != nil {
-		return r.Proc.Start()
-	}
+	return r.Launch(f.Env, r.ID, f.Binary, func() ([]string, error) { return f.args(r) })
+}
+
+// args are the replica's flags: fastover-example's.
+func (f *Fleet) args(r *Replica) ([]string, error) {
 	kubeconfig := f.Kubeconfig
 	if kubeconfig == "" {
 		kubeconfig = f.Env.Kubeconfig
@@ -144,12 +135,12 @@ func (f *Fleet) Start(r *Replica) error {
 	if f.KubeconfigOf != nil {
 		var err error
 		if kubeconfig, err = f.KubeconfigOf(r); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	listen, err := f.listenAddress(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
@@ -161,21 +152,11 @@ func (f *Fleet) Start(r *Replica) error {
 		"--listen=" + listen + ":" + strconv.Itoa(f.Port),
 		"--port=" + strconv.Itoa(f.Port),
 	}, f.apiArgs()...)
-	args = append(args, f.Args...)
-	p, err := f.Env.StartProcess(r.ID, f.Binary, args...)
-	r.Proc = p
-	return err
+	return append(args, f.Args...), nil
 }
 
 // ByID returns the replica with the identity, or nil.
-func (f *Fleet) ByID(id string) *Replica {
-	for _, r := range f.Replicas {
-		if r.ID == id {
-			return r
-		}
-	}
-	return nil
-}
+func (f *Fleet) ByID(id string) *Replica { return ByID(f.Replicas, id) }
 
 // Holder returns the Lease's holder ("" if none) and its transitions.
 func (f *Fleet) Holder(ctx context.Context) (string, int32, error) {

@@ -53,14 +53,9 @@ const (
 
 // Replica is one operator process.
 type Replica struct {
-	ID          string
-	N           int // publishes 192.0.2.N
+	*fleet.Replica
 	MetricsPort int
-	Proc        *cluster.Process
 }
-
-// Address is the address the replica publishes.
-func (r *Replica) Address() string { return fleet.PublishedNet + strconv.Itoa(r.N) }
 
 // Fleet is a set of operator replicas: one Lease, one Service (with
 // fastover) and one labelled ConfigMap to reconcile, all named Name.
@@ -121,8 +116,7 @@ func (f *Fleet) Add(n int) error {
 		return err
 	}
 	for i := range n {
-		r := &Replica{N: len(f.Replicas) + 1, MetricsPort: ports[i]}
-		r.ID = fmt.Sprintf("%s-%d", f.Name, r.N)
+		r := &Replica{Replica: fleet.NewReplica(f.Name, len(f.Replicas)+1), MetricsPort: ports[i]}
 		f.Replicas = append(f.Replicas, r)
 		if err := f.Start(r); err != nil {
 			return err
@@ -133,16 +127,12 @@ func (f *Fleet) Add(n int) error {
 
 // Start starts a replica, or starts it again after it exited.
 func (f *Fleet) Start(r *Replica) error {
-	if r.Proc != nil {
-		return r.Proc.Start()
-	}
-	args := f.operatorArgs(r)
-	if f.Args != nil {
-		args = f.Args(r)
-	}
-	p, err := f.Env.StartProcess(string(f.Election)+"-"+r.ID, f.Binary, args...)
-	r.Proc = p
-	return err
+	return r.Launch(f.Env, string(f.Election)+"-"+r.ID, f.Binary, func() ([]string, error) {
+		if f.Args != nil {
+			return f.Args(r), nil
+		}
+		return f.operatorArgs(r), nil
+	})
 }
 
 // operatorArgs are the example operator's flags for the replica.
@@ -166,33 +156,13 @@ func (f *Fleet) operatorArgs(r *Replica) []string {
 }
 
 // StopAll kills every replica.
-func (f *Fleet) StopAll() {
-	for _, r := range f.Replicas {
-		if r.Proc != nil {
-			r.Proc.Stop(syscall.SIGKILL, 0)
-		}
-	}
-}
+func (f *Fleet) StopAll() { fleet.StopAll(f.Replicas) }
 
 // ByID returns the replica with the identity, or nil.
-func (f *Fleet) ByID(id string) *Replica {
-	for _, r := range f.Replicas {
-		if r.ID == id {
-			return r
-		}
-	}
-	return nil
-}
+func (f *Fleet) ByID(id string) *Replica { return fleet.ByID(f.Replicas, id) }
 
 // ByAddress returns the replica that publishes addr, or nil.
-func (f *Fleet) ByAddress(addr string) *Replica {
-	for _, r := range f.Replicas {
-		if r.Address() == addr {
-			return r
-		}
-	}
-	return nil
-}
+func (f *Fleet) ByAddress(addr string) *Replica { return fleet.ByAddress(f.Replicas, addr) }
 
 // Metrics returns the replica's /metrics.
 func (f *Fleet) Metrics(r *Replica) (string, error) {

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -314,12 +313,7 @@ func (a app) pods(ctx context.Context, t *testing.T, env *cluster.Env) []corev1.
 }
 
 // published is the example's leader as the cluster shows it.
-type published struct {
-	corev1.Pod
-	// Identity is its identity in the Lease, and its answer: its pod's
-	// name, "_", and a suffix of its process (leader.DefaultIdentity).
-	Identity string
-}
+type published = cluster.Published
 
 // waitPublished waits until the example's Lease names a running pod
 // (other than the pod named not, if given) whose pod IP is the only
@@ -329,45 +323,11 @@ func waitPublished(ctx context.Context, t *testing.T, env *cluster.Env, not stri
 	return exampleApp.waitPublished(ctx, t, env, not)
 }
 
-// waitPublished waits until the app's Lease names a running pod (other
-// than the pod named not, if given) whose pod IP is the only endpoint of
-// the Service's EndpointSlices, and returns it.
+// waitPublished is cluster.WaitPublished for the app, within two minutes.
 func (a app) waitPublished(ctx context.Context, t *testing.T, env *cluster.Env, not string) published {
 	t.Helper()
-	var leader published
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		lease, err := env.Client.CoordinationV1().Leases(a.ns).Get(ctx, a.lease, metav1.GetOptions{})
-		if err != nil || lease.Spec.HolderIdentity == nil {
-			last = fmt.Sprintf("lease: %v", err)
-			return false, nil
-		}
-		holder := *lease.Spec.HolderIdentity
-		podName, _, _ := strings.Cut(holder, "_")
-		if podName == not {
-			last = "the Lease still names " + holder
-			return false, nil
-		}
-		p, err := env.Client.CoreV1().Pods(a.ns).Get(ctx, podName, metav1.GetOptions{})
-		if err != nil || p.DeletionTimestamp != nil || p.Status.PodIP == "" {
-			last = fmt.Sprintf("the holder %s is no running pod (%v)", holder, err)
-			return false, nil
-		}
-		eps, err := env.Client.DiscoveryV1().EndpointSlices(a.ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + a.service})
-		if err != nil {
-			return false, nil
-		}
-		var addrs []string
-		for _, s := range eps.Items {
-			for _, ep := range s.Endpoints {
-				addrs = append(addrs, ep.Addresses...)
-			}
-		}
-		last = fmt.Sprintf("holder %s at %s, endpoints %v", holder, p.Status.PodIP, addrs)
-		leader = published{Pod: *p, Identity: holder}
-		return len(addrs) == 1 && addrs[0] == p.Status.PodIP, nil
-	})
-	require.NoError(t, err, "no leader of %s/%s published as the Service's only endpoint: %s", a.ns, a.service, last)
+	leader, err := cluster.WaitPublished(ctx, env.Client, a.ns, a.lease, a.service, not, 2*time.Minute)
+	require.NoError(t, err)
 	return leader
 }
 

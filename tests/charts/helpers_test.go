@@ -3,68 +3,37 @@ package charts_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/tests/harness/commands"
+	"github.com/fastover/fastover/tests/harness/webhookreplica"
 	"github.com/fastover/fastover/toleration"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
+// built are the commands the chart tests run, built for this run.
+var built = &commands.Set{Packages: []string{"./cmd/fastover-webhook", "./examples/fastover-example"}}
 
-// binary builds fastover's commands once per run and returns one's path.
-// They are built in the repository's workspace, as `make` builds them: this
-// module's go.sum holds what its own packages need, not every command's.
+// binary returns the path of one of fastover's commands, built once per
+// test run.
 func binary(t *testing.T, name string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		var root string
-		if root, buildErr = cluster.ModuleRoot(); buildErr != nil {
-			return
-		}
-		buildDir, buildErr = os.MkdirTemp("", "fastover-charts-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/fastover-webhook", "./examples/fastover-example")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "GOWORK=") // the go.work above root, though make runs this module with GOWORK=off
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	require.NoError(t, buildErr)
-	return filepath.Join(buildDir, name)
+	return built.Path(t, name)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
+	built.Remove()
 	os.Exit(code)
 }
 
@@ -118,103 +87,30 @@ func renderedRule(t *testing.T, objs []*unstructured.Unstructured) toleration.Ru
 }
 
 // replica is one fastover-webhook process standing for a pod of the
-// chart's Deployment behind its Service: the API server (with
-// --enable-aggregator-routing) resolves the Service to a ready endpoint of
-// its EndpointSlices, as kube-proxy would. The test keeps the replica's
-// EndpointSlice as the kubelet's probe and the EndpointSlice controller
-// would: ready follows /readyz every second; the slice goes with the process.
+// chart's Deployment behind its Service (webhookreplica).
 type replica struct {
-	id    int
-	proc  *cluster.Process
-	slice string
-	probe string
-	ready atomic.Bool
+	*webhookreplica.Replica
+	id int
 }
 
 func startReplica(ctx context.Context, t *testing.T, env *cluster.Env, ns, svc, ip, certDir string, id int, args []string) *replica {
 	t.Helper()
-	ports, err := cluster.FreePorts(3)
+	r, err := webhookreplica.Start(ctx, env, webhookreplica.Options{
+		Binary: binary(t, "fastover-webhook"), Namespace: ns, Service: svc, IP: ip, CertDir: certDir,
+		ID: id, ManagedBy: "charts-test.fastover.io", Args: append([]string{"--shutdown-delay=3s"}, args...), Logf: t.Logf,
+	})
 	require.NoError(t, err)
-	r := &replica{id: id, slice: svc + "-r" + strconv.Itoa(id), probe: "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/readyz"}
-	r.proc, err = env.StartProcess(r.slice, binary(t, "fastover-webhook"), append([]string{
-		"--host=" + ip, "--port=" + strconv.Itoa(ports[0]), "--cert-dir=" + certDir,
-		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
-		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[2]),
-		"--shutdown-delay=3s",
-	}, args...)...)
-	require.NoError(t, err)
-	slices := env.Client.DiscoveryV1().EndpointSlices(ns)
-	_, err = slices.Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: r.slice, Labels: map[string]string{
-			discoveryv1.LabelServiceName: svc,
-			discoveryv1.LabelManagedBy:   "charts-test.fastover.io",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("webhook"), Port: ptr.To(int32(ports[0])), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.proc.Exited():
-				if err := slices.Delete(context.WithoutCancel(ctx), r.slice, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					t.Logf("replica %d: delete its slice: %v", id, err)
-				}
-				return
-			case <-tick.C:
-			}
-			ok := probeOK(ctx, r.probe)
-			if ok == r.ready.Load() {
-				continue
-			}
-			patch := fmt.Sprintf(`{"endpoints":[{"addresses":[%q],"conditions":{"ready":%v}}]}`, ip, ok)
-			if _, err := slices.Patch(ctx, r.slice, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
-				r.ready.Store(ok)
-			}
-		}
-	}()
-	return r
-}
-
-func probeOK(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-func (r *replica) waitReady(ctx context.Context) error {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return r.ready.Load(), nil })
+	return &replica{Replica: r, id: id}
 }
 
 // machineIPv4 is an address of this machine an EndpointSlice may hold.
 func machineIPv4(t *testing.T) string {
 	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	require.NoError(t, err)
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip := n.IP.To4(); ip != nil && ip.IsGlobalUnicast() && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
-				return ip.String()
-			}
-		}
+	ip, ok := webhookreplica.MachineIPv4()
+	if !ok {
+		t.Fatal("no IPv4 address but loopback on this machine: an EndpointSlice cannot point at the webhook")
 	}
-	t.Fatal("no IPv4 address but loopback on this machine: an EndpointSlice cannot point at the webhook")
-	return ""
+	return ip
 }
 
 // podStream creates a pod every 20 ms and sorts the admissions: by the

@@ -89,7 +89,7 @@ func TestChartInstall(t *testing.T) {
 		replicas = append(replicas, r)
 	}
 	for _, r := range replicas {
-		require.NoError(t, r.waitReady(ctx))
+		require.NoError(t, r.WaitReady(ctx))
 	}
 	// The probe pods are bare: a labelled namespace without Pod Security.
 	require.NoError(t, env.CreateNamespace(ctx, "chart-probe", map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}))
@@ -113,9 +113,9 @@ func TestChartInstall(t *testing.T) {
 	for _, old := range append([]*replica(nil), replicas...) {
 		n := startReplica(ctx, t, env, systemNS, "fastover-webhook", ip, certDir, len(replicas), ruleFile)
 		replicas = append(replicas, n)
-		require.NoError(t, n.waitReady(ctx))
-		require.NoError(t, old.proc.Signal(syscall.SIGTERM))
-		exited, _ := old.proc.WaitExit(30 * time.Second)
+		require.NoError(t, n.WaitReady(ctx))
+		require.NoError(t, old.Proc.Signal(syscall.SIGTERM))
+		exited, _ := old.Proc.WaitExit(30 * time.Second)
 		require.True(t, exited, "replica %d still running 30s after SIGTERM", old.id)
 	}
 	rolled := time.Since(began)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,12 +25,9 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -39,6 +35,7 @@ import (
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/tests/harness/webhookreplica"
 	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
@@ -442,8 +439,8 @@ func TestWebhookRollingRestart(t *testing.T) {
 		return r
 	}
 	a, b := start(), start()
-	require.NoError(t, a.waitEndpointReady(ctx), "replica 0")
-	require.NoError(t, b.waitEndpointReady(ctx), "replica 1")
+	require.NoError(t, a.WaitReady(ctx), "replica 0")
+	require.NoError(t, b.WaitReady(ctx), "replica 1")
 
 	policy := admissionregistrationv1.Fail
 	_, err = c.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
@@ -485,15 +482,15 @@ func TestWebhookRollingRestart(t *testing.T) {
 		var next []*replica
 		for _, o := range old {
 			n := start()
-			require.NoError(t, n.waitEndpointReady(ctx), "replica %d", n.id)
+			require.NoError(t, n.WaitReady(ctx), "replica %d", n.id)
 			stream.waitMore(ctx, t, 10)
 			before := o.requests(t)
 			termAt := time.Now()
-			require.NoError(t, o.proc.Signal(syscall.SIGTERM))
+			require.NoError(t, o.Proc.Signal(syscall.SIGTERM))
 			// Still serving, not ready, until the shutdown delay is over.
 			time.Sleep(4 * time.Second)
 			during := o.requests(t) - before
-			exited, _ := o.proc.WaitExit(30 * time.Second)
+			exited, _ := o.Proc.WaitExit(30 * time.Second)
 			require.True(t, exited, "replica %d still running 30s after SIGTERM", o.id)
 			drainServed += max(during, 0)
 			served = append(served, fmt.Sprintf("r%d: %.0f in all, %.0f after SIGTERM, exited %v after it",
@@ -520,125 +517,35 @@ func TestWebhookRollingRestart(t *testing.T) {
 // replica is one fastover-webhook process behind the Service, with its
 // EndpointSlice, kept by its prober.
 type replica struct {
-	id    int
-	proc  *cluster.Process
-	slice string
-	ip    string
-	port  int
-	probe string // /readyz URL
-	scr   *webhookServer
-	ready atomic.Bool // as last written to the slice
-	env   *cluster.Env
+	*webhookreplica.Replica
+	id int
 }
 
 func startReplica(ctx context.Context, t *testing.T, env *cluster.Env, bin, ip, certDir string, id int) *replica {
 	t.Helper()
-	ports, err := cluster.FreePorts(3)
+	r, err := webhookreplica.Start(ctx, env, webhookreplica.Options{
+		Binary: bin, Namespace: "fastover-system", Service: "fastover-webhook", IP: ip, CertDir: certDir,
+		ID: id, ManagedBy: "e2e.fastover.io", Logf: t.Logf,
+	})
 	require.NoError(t, err)
-	r := &replica{
-		id: id, ip: ip, port: ports[0], env: env,
-		slice: "fastover-webhook-r" + strconv.Itoa(id),
-		probe: "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/readyz",
-		scr:   &webhookServer{metrics: "http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/metrics"},
-	}
-	r.proc, err = env.StartProcess("fastover-webhook-r"+strconv.Itoa(id), bin,
-		"--host="+ip, "--port="+strconv.Itoa(ports[0]), "--cert-dir="+certDir,
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[2]))
-	require.NoError(t, err)
-	_, err = env.Client.DiscoveryV1().EndpointSlices("fastover-system").Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: r.slice, Labels: map[string]string{
-			discoveryv1.LabelServiceName: "fastover-webhook",
-			discoveryv1.LabelManagedBy:   "e2e.fastover.io",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{r.endpoint(false)},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("webhook"), Port: ptr.To(int32(r.port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	go r.prober(ctx, t)
-	return r
-}
-
-func (r *replica) endpoint(ready bool) discoveryv1.Endpoint {
-	return discoveryv1.Endpoint{Addresses: []string{r.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)}}
-}
-
-// prober is the kubelet's readiness probe (every second, one failure
-// counts) and the EndpointSlice controller's update, in one: the
-// endpoint's ready condition follows /readyz; the slice goes with the
-// process.
-func (r *replica) prober(ctx context.Context, t *testing.T) {
-	slices := r.env.Client.DiscoveryV1().EndpointSlices("fastover-system")
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.proc.Exited():
-			if err := slices.Delete(context.WithoutCancel(ctx), r.slice, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Logf("replica %d: delete its slice: %v", r.id, err)
-			}
-			return
-		case <-tick.C:
-		}
-		ready := probeOK(ctx, r.probe)
-		if ready == r.ready.Load() {
-			continue
-		}
-		patch := fmt.Sprintf(`{"endpoints":[{"addresses":[%q],"conditions":{"ready":%v}}]}`, r.ip, ready)
-		if _, err := slices.Patch(ctx, r.slice, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Logf("replica %d: set ready=%v: %v", r.id, ready, err)
-			continue
-		}
-		r.ready.Store(ready)
-	}
-}
-
-func probeOK(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-func (r *replica) waitEndpointReady(ctx context.Context) error {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return r.ready.Load(), nil })
+	return &replica{Replica: r, id: id}
 }
 
 // requests is how many reviews the replica answered, from its metrics;
 // 0 once it is gone.
 func (r *replica) requests(*testing.T) float64 {
-	return max(scrapeQuick(r.scr.metrics, "controller_runtime_webhook_requests_total", `webhook="/mutate-v1-pod"`), 0)
+	return max(scrapeQuick(r.Metrics, "controller_runtime_webhook_requests_total", `webhook="/mutate-v1-pod"`), 0)
 }
 
 // machineIPv4 is an address of this machine that an EndpointSlice may
-// hold (not loopback, not link-local).
+// hold; without one the test is skipped.
 func machineIPv4(t *testing.T) string {
 	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	require.NoError(t, err)
-	for _, a := range addrs {
-		n, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		if ip := n.IP.To4(); ip != nil && ip.IsGlobalUnicast() && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
-			return ip.String()
-		}
+	ip, ok := webhookreplica.MachineIPv4()
+	if !ok {
+		t.Skip("no IPv4 address but loopback on this machine: an EndpointSlice cannot point at the webhook")
 	}
-	t.Skip("no IPv4 address but loopback on this machine: an EndpointSlice cannot point at the webhook")
-	return ""
+	return ip
 }
 
 var errNoField = errors.New("no such field")

@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"io"
 	"math/big"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,42 +25,24 @@ import (
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/tests/harness/commands"
 	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
+// built are fastover's commands and examples, built for this run.
+var built = &commands.Set{Packages: []string{"./cmd/...", "./examples/..."}}
 
-// binary builds one of fastover's commands once per test run and returns
-// its path.
+// binary returns the path of one of fastover's commands, built once per
+// test run.
 func binary(t *testing.T, name string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "fastover-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/", "github.com/fastover/fastover/cmd/...", "github.com/fastover/fastover/examples/...")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(buildDir, name)
+	return built.Path(t, name)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
+	built.Remove()
 	if imagesDir != "" {
 		_ = os.RemoveAll(imagesDir)
 	}

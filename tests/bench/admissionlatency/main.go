@@ -36,17 +36,13 @@ import (
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/tests/harness/benchrun"
 	"github.com/fastover/fastover/tests/harness/podgen"
 	"github.com/fastover/fastover/toleration"
 	"github.com/fastover/fastover/webhook"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "admissionlatency:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchrun.Main("admissionlatency", run) }
 
 // clockTicks is the unit of utime and stime in /proc/<pid>/stat
 // (USER_HZ, 100 on Linux).
@@ -61,35 +57,34 @@ type lane struct {
 }
 
 func run() error {
-	bin := flag.String("bin", "bin", "directory with the control-plane binaries and fastover-webhook")
+	bin := benchrun.BinFlag("fastover-webhook")
 	n := flag.Int("creates", 1000, "pod creates per lane")
 	batch := flag.Int("batch", 50, "creates per lane per round")
 	warmup := flag.Int("warmup", 50, "creates per lane before measuring")
 	podFile := flag.String("pod", "webhook/testdata/pod.json", "the pod created (its name, namespace and server-set fields are replaced)")
-	flag.Parse()
+	if err := benchrun.Parse(); err != nil {
+		return err
+	}
 	if *n < 1 || *batch < 1 || *warmup < 0 {
 		return errors.New("-creates and -batch must be positive, -warmup not negative")
 	}
-	binDir, err := filepath.Abs(*bin)
+	binDir, err := benchrun.Binaries(*bin, "fastover-webhook")
 	if err != nil {
 		return err
 	}
-	whBin := filepath.Join(binDir, "fastover-webhook")
-	if _, err := os.Stat(whBin); err != nil {
-		return fmt.Errorf("%w (make bench builds it)", err)
-	}
+	whBin := binDir.Path("fastover-webhook")
 	pod, err := readPod(*podFile)
 	if err != nil {
 		return err
 	}
 
-	env, err := cluster.New(cluster.Options{BinDir: binDir})
+	env, err := binDir.Start()
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
 	ctx := context.Background()
-	pid, err := apiServerPid(env, binDir)
+	pid, err := apiServerPid(env, binDir.Path("kube-apiserver"))
 	if err != nil {
 		return err
 	}
@@ -222,10 +217,10 @@ func podSize(p *corev1.Pod) int {
 }
 
 // apiServerPid finds the kube-apiserver that env started: a child of this
-// process running binDir/kube-apiserver on env's port.
-func apiServerPid(env *cluster.Env, binDir string) (int, error) {
+// process running the binary apiServer on env's port.
+func apiServerPid(env *cluster.Env, apiServer string) (int, error) {
 	port := env.Config.Host[strings.LastIndexByte(env.Config.Host, ':')+1:]
-	want := filepath.Join(binDir, "kube-apiserver")
+	want := apiServer
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err

@@ -15,35 +15,30 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/tests/harness/apicost"
+	"github.com/fastover/fastover/tests/harness/benchrun"
 	"github.com/fastover/fastover/tests/harness/faultproxy"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "apicost:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchrun.Main("apicost", run) }
 
 type impl struct{ name, binary string }
 
 func run() error {
-	bin := flag.String("bin", "bin", "directory with the control-plane binaries, fastover-example and leaderbaseline")
+	bin := benchrun.BinFlag("fastover-example and leaderbaseline")
 	window := flag.Duration("window", 2*time.Minute, "steady-state window measured, per replica count")
 	warmup := flag.Duration("warmup", 30*time.Second, "time after the Service answers from a leader before the window starts")
 	counts := flag.String("replicas", "3,30", "replica counts, comma-separated")
 	durations := flag.String("durations", "15s/10s/2s", "lease duration/renew deadline/retry period")
 	controllers := flag.Int("controllers", 1000, "number of 3-replica controllers to extrapolate to")
-	flag.Parse()
+	if err := benchrun.Parse(); err != nil {
+		return err
+	}
 	if *window < 10*time.Second {
 		return errors.New("-window must be at least 10s")
 	}
@@ -62,21 +57,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	binDir, err := filepath.Abs(*bin)
+	binDir, err := benchrun.Binaries(*bin, "leaderbaseline", "fastover-example")
 	if err != nil {
 		return err
 	}
 	impls := []impl{
-		{"client-go", filepath.Join(binDir, "leaderbaseline")},
-		{"fastover", filepath.Join(binDir, "fastover-example")},
-	}
-	for _, im := range impls {
-		if _, err := os.Stat(im.binary); err != nil {
-			return fmt.Errorf("%s: %w (make bench builds it)", im.name, err)
-		}
+		{"client-go", binDir.Path("leaderbaseline")},
+		{"fastover", binDir.Path("fastover-example")},
 	}
 
-	env, err := cluster.New(cluster.Options{BinDir: binDir})
+	env, err := binDir.Start()
 	if err != nil {
 		return err
 	}

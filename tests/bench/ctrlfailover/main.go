@@ -22,23 +22,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/internal/opfleet"
+	"github.com/fastover/fastover/tests/harness/benchrun"
 	"github.com/fastover/fastover/tests/harness/benchstat"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "ctrlfailover:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchrun.Main("ctrlfailover", run) }
 
 // impl is one election, its fleet and what the run watches.
 type impl struct {
@@ -60,30 +54,25 @@ type sample struct {
 }
 
 func run() error {
-	bin := flag.String("bin", "bin", "directory with the control-plane binaries and configmap-operator")
+	bin := benchrun.BinFlag("configmap-operator")
 	runs := flag.Int("runs", 5, "runs per election and scenario")
 	durations := flag.String("durations", "15s/10s/2s", "lease duration/renew deadline/retry period, the same for both elections")
-	flag.Parse()
+	if err := benchrun.Parse(); err != nil {
+		return err
+	}
 	if *runs < 1 {
 		return errors.New("-runs must be at least 1")
-	}
-	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
 	d, err := fleet.ParseDurations(*durations)
 	if err != nil {
 		return err
 	}
-	binDir, err := filepath.Abs(*bin)
+	binDir, err := benchrun.Binaries(*bin, "configmap-operator")
 	if err != nil {
 		return err
 	}
-	operator := filepath.Join(binDir, "configmap-operator")
-	if _, err := os.Stat(operator); err != nil {
-		return fmt.Errorf("%w (make bench builds it)", err)
-	}
-
-	env, err := cluster.New(cluster.Options{BinDir: binDir})
+	operator := binDir.Path("configmap-operator")
+	env, err := binDir.Start()
 	if err != nil {
 		return err
 	}

@@ -15,24 +15,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/tests/harness/benchrun"
 	"github.com/fastover/fastover/tests/harness/benchstat"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "failover:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchrun.Main("failover", run) }
 
 type impl struct {
 	name   string
@@ -45,10 +38,12 @@ type scenario struct {
 }
 
 func run() error {
-	bin := flag.String("bin", "bin", "directory with the control-plane binaries, fastover-example and leaderbaseline")
+	bin := benchrun.BinFlag("fastover-example and leaderbaseline")
 	runs := flag.Int("runs", 10, "runs per implementation, scenario and setting")
 	settings := flag.String("durations", "15s/10s/2s,4s/3s/1s", "lease duration/renew deadline/retry period settings, comma-separated")
-	flag.Parse()
+	if err := benchrun.Parse(); err != nil {
+		return err
+	}
 	if *runs < 1 {
 		return errors.New("--runs must be at least 1")
 	}
@@ -60,22 +55,17 @@ func run() error {
 		}
 		ds = append(ds, d)
 	}
-	binDir, err := filepath.Abs(*bin)
+	binDir, err := benchrun.Binaries(*bin, "leaderbaseline", "fastover-example")
 	if err != nil {
 		return err
 	}
 	impls := []impl{
-		{"client-go leaderelection", filepath.Join(binDir, "leaderbaseline")},
-		{"fastover leader", filepath.Join(binDir, "fastover-example")},
-	}
-	for _, im := range impls {
-		if _, err := os.Stat(im.binary); err != nil {
-			return fmt.Errorf("%s: %w (make bench builds it)", im.name, err)
-		}
+		{"client-go leaderelection", binDir.Path("leaderbaseline")},
+		{"fastover leader", binDir.Path("fastover-example")},
 	}
 	scenarios := []scenario{{"planned (SIGTERM)", syscall.SIGTERM}, {"unplanned (SIGKILL)", syscall.SIGKILL}}
 
-	env, err := cluster.New(cluster.Options{BinDir: binDir})
+	env, err := binDir.Start()
 	if err != nil {
 		return err
 	}

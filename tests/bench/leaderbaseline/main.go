@@ -39,14 +39,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fastover/fastover/internal/crashsignal"
+	"github.com/fastover/fastover/tests/harness/benchrun"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "leaderbaseline:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchrun.Main("leaderbaseline", run) }
 
 func run() error {
 	var (
@@ -68,7 +64,9 @@ func run() error {
 	flag.Bool("remove-selector", false, "not supported; accepted for flag compatibility")
 	crashSignals := flag.Bool("crash-signals", false, "crash on SIGUSR1 (a panic) and SIGUSR2 (memory allocated until OOM-killed)")
 	actingLog := flag.String("acting-log", "", "append a line to this file each time the leader acts (every 10 ms while it leads), as fastover-example's --acting-log")
-	flag.Parse()
+	if err := benchrun.Parse(); err != nil {
+		return err
+	}
 	if id == "" {
 		host, err := os.Hostname()
 		if err != nil {

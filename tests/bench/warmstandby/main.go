@@ -23,23 +23,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/internal/opfleet"
+	"github.com/fastover/fastover/tests/harness/benchrun"
 	"github.com/fastover/fastover/tests/harness/benchstat"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "warmstandby:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchrun.Main("warmstandby", run) }
 
 // kind is warm or cold: its fleet and what the run watches.
 type kind struct {
@@ -58,34 +52,30 @@ type scenario struct {
 type sample struct{ work, endpoint time.Duration }
 
 func run() error {
-	bin := flag.String("bin", "bin", "directory with the control-plane binaries and informer-controller")
+	bin := benchrun.BinFlag("informer-controller")
 	runs := flag.Int("runs", 5, "runs per kind and scenario")
 	objects := flag.Int("objects", 20000, "ConfigMaps in the informers' cache")
 	size := flag.Int("size", 1000, "bytes of each ConfigMap")
 	durations := flag.String("durations", "15s/10s/2s", "lease duration/renew deadline/retry period")
-	flag.Parse()
+	if err := benchrun.Parse(); err != nil {
+		return err
+	}
 	switch {
 	case *runs < 1:
 		return errors.New("-runs must be at least 1")
 	case *objects < 1:
 		return errors.New("-objects must be at least 1")
-	case flag.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
 	d, err := fleet.ParseDurations(*durations)
 	if err != nil {
 		return err
 	}
-	binDir, err := filepath.Abs(*bin)
+	binDir, err := benchrun.Binaries(*bin, "informer-controller")
 	if err != nil {
 		return err
 	}
-	controller := filepath.Join(binDir, "informer-controller")
-	if _, err := os.Stat(controller); err != nil {
-		return fmt.Errorf("%w (make bench builds it)", err)
-	}
-
-	env, err := cluster.New(cluster.Options{BinDir: binDir})
+	controller := binDir.Path("informer-controller")
+	env, err := binDir.Start()
 	if err != nil {
 		return err
 	}

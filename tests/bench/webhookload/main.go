@@ -34,15 +34,11 @@ import (
 
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/tests/harness/benchrun"
 	"github.com/fastover/fastover/webhook"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "webhookload:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchrun.Main("webhookload", run) }
 
 type config struct {
 	bin       string
@@ -64,7 +60,9 @@ func run() error {
 	flag.DurationVar(&c.stepFor, "step-duration", 5*time.Second, "how long each step of the search for the highest rate lasts")
 	flag.DurationVar(&c.limit, "p99-limit", 10*time.Millisecond, "p99 latency a sustained rate must stay under")
 	flag.StringVar(&steps, "search", "1500,2000,2500,3000,4000,5000,6000,8000", "rates tried, in order, when searching for the highest sustained rate")
-	flag.Parse()
+	if err := benchrun.Parse(); err != nil {
+		return err
+	}
 	for _, s := range strings.Split(steps, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
