@@ -49,9 +49,7 @@ func (p *publisher) desiredEndpoints(svc *corev1.Service, slice *discoveryv1.End
 //
 //nolint:staticcheck // the Endpoints API is what its readers read
 func endpointsUpToDate(have, want *corev1.Endpoints) bool {
-	return subset(want.Labels, have.Labels) &&
-		subset(want.Annotations, have.Annotations) &&
-		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
+	return metaUpToDate(&have.ObjectMeta, &want.ObjectMeta) &&
 		apiequality.Semantic.DeepEqual(have.Subsets, want.Subsets)
 }
 

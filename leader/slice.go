@@ -133,10 +133,8 @@ func (p *publisher) annotations() map[string]string {
 // annotations are there (others, added by anyone, are left alone), with
 // the owner, the address and the ports that want has.
 func sliceUpToDate(have, want *discoveryv1.EndpointSlice) bool {
-	return subset(want.Labels, have.Labels) &&
-		subset(want.Annotations, have.Annotations) &&
+	return metaUpToDate(&have.ObjectMeta, &want.ObjectMeta) &&
 		have.AddressType == want.AddressType &&
-		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
 		apiequality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) &&
 		apiequality.Semantic.DeepEqual(have.Ports, want.Ports)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -83,6 +84,15 @@ func (w ownWriter[T]) write(ctx context.Context, want T) error {
 // more.
 func retryFromAPI(err error) bool {
 	return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+}
+
+// metaUpToDate reports whether have's metadata serves as want's: want's
+// labels and annotations are there (others, added by anyone, are left
+// alone), with want's owner. takeMeta writes what it reads.
+func metaUpToDate(have, want *metav1.ObjectMeta) bool {
+	return subset(want.Labels, have.Labels) &&
+		subset(want.Annotations, have.Annotations) &&
+		apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences)
 }
 
 // takeMeta makes an object this leader writes carry want's labels and

@@ -87,11 +87,8 @@ func renderedRule(t *testing.T, objs []*unstructured.Unstructured) toleration.Ru
 }
 
 // replica is one fastover-webhook process standing for a pod of the
-// chart's Deployment behind its Service (webhookreplica).
-type replica struct {
-	*webhookreplica.Replica
-	id int
-}
+// chart's Deployment behind its Service.
+type replica = webhookreplica.Replica
 
 func startReplica(ctx context.Context, t *testing.T, env *cluster.Env, ns, svc, ip, certDir string, id int, args []string) *replica {
 	t.Helper()
@@ -100,7 +97,7 @@ func startReplica(ctx context.Context, t *testing.T, env *cluster.Env, ns, svc, 
 		ID: id, ManagedBy: "charts-test.fastover.io", Args: append([]string{"--shutdown-delay=3s"}, args...), Logf: t.Logf,
 	})
 	require.NoError(t, err)
-	return &replica{Replica: r, id: id}
+	return r
 }
 
 // machineIPv4 is an address of this machine an EndpointSlice may hold.

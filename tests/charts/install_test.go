@@ -116,7 +116,7 @@ func TestChartInstall(t *testing.T) {
 		require.NoError(t, n.WaitReady(ctx))
 		require.NoError(t, old.Proc.Signal(syscall.SIGTERM))
 		exited, _ := old.Proc.WaitExit(30 * time.Second)
-		require.True(t, exited, "replica %d still running 30s after SIGTERM", old.id)
+		require.True(t, exited, "replica %d still running 30s after SIGTERM", old.ID)
 	}
 	rolled := time.Since(began)
 	stream.waitMark(ctx, t, "unreachable=5s", 20)

@@ -482,7 +482,7 @@ func TestWebhookRollingRestart(t *testing.T) {
 		var next []*replica
 		for _, o := range old {
 			n := start()
-			require.NoError(t, n.WaitReady(ctx), "replica %d", n.id)
+			require.NoError(t, n.WaitReady(ctx), "replica %d", n.ID)
 			stream.waitMore(ctx, t, 10)
 			before := o.requests(t)
 			termAt := time.Now()
@@ -491,10 +491,10 @@ func TestWebhookRollingRestart(t *testing.T) {
 			time.Sleep(4 * time.Second)
 			during := o.requests(t) - before
 			exited, _ := o.Proc.WaitExit(30 * time.Second)
-			require.True(t, exited, "replica %d still running 30s after SIGTERM", o.id)
+			require.True(t, exited, "replica %d still running 30s after SIGTERM", o.ID)
 			drainServed += max(during, 0)
 			served = append(served, fmt.Sprintf("r%d: %.0f in all, %.0f after SIGTERM, exited %v after it",
-				o.id, before+max(during, 0), max(during, 0), time.Since(termAt).Round(100*time.Millisecond)))
+				o.ID, before+max(during, 0), max(during, 0), time.Since(termAt).Round(100*time.Millisecond)))
 			next = append(next, n)
 			stream.waitMore(ctx, t, 10)
 		}
@@ -510,16 +510,13 @@ func TestWebhookRollingRestart(t *testing.T) {
 	stream.mu.Unlock()
 	stream.finish(t)
 	for _, r := range old {
-		assert.Positive(t, r.requests(t), "replica %d got traffic: the API server spreads over the endpoints", r.id)
+		assert.Positive(t, r.requests(t), "replica %d got traffic: the API server spreads over the endpoints", r.ID)
 	}
 }
 
 // replica is one fastover-webhook process behind the Service, with its
 // EndpointSlice, kept by its prober.
-type replica struct {
-	*webhookreplica.Replica
-	id int
-}
+type replica struct{ *webhookreplica.Replica }
 
 func startReplica(ctx context.Context, t *testing.T, env *cluster.Env, bin, ip, certDir string, id int) *replica {
 	t.Helper()
@@ -528,7 +525,7 @@ func startReplica(ctx context.Context, t *testing.T, env *cluster.Env, bin, ip, 
 		ID: id, ManagedBy: "e2e.fastover.io", Logf: t.Logf,
 	})
 	require.NoError(t, err)
-	return &replica{Replica: r, id: id}
+	return &replica{r}
 }
 
 // requests is how many reviews the replica answered, from its metrics;
