@@ -74,7 +74,9 @@
 // previous restart's end, another container's, another Pod's under the
 // same name, a terminating Pod's running container or a lost node's silence
 // change nothing, and the Lease decides as before (crash.go states the
-// argument). Config.DisableCrashTakeover turns it off.
+// argument). Config.DisableCrashTakeover turns it off. With it, a standby
+// also watches its own Pod: once the Pod is Terminating (its process may
+// have missed the SIGTERM), the standby stops competing (leaving.go).
 //
 // The identity must be unique to the process: the default is $POD_NAME (or
 // the host name) with a random suffix, and a record naming this identity
@@ -152,13 +154,17 @@
 // apimachinery v0.35.0 or newer and the Prometheus client v1.22.0 or newer
 // only: a consumer gets none of the rest of fastover's dependencies.
 //
-// Files: elector.go holds the election loop (New, Run, standby); term.go
-// the leader's term (renewals, stepping down); lease.go the Lease state
-// (observations, acquire, renew, release); instance.go what a term records
-// of its Pod, crash.go when a Pod's status shows that instance ended,
-// podwatch.go a standby's watch of the leader's Pod, takeover.go the
-// standby's side of crash takeover; publisher.go the endpoint;
-// serve.go the ServerStopper, which ends an http.Server's requests,
-// streams included, when the term ends; config.go, rbac.go, health.go and
-// metrics.go what their names say.
+// Files: elector.go holds New and Run, watch.go the informers that feed
+// them, standby.go a standby's wait and attempts, term.go the leader's
+// term (renewals, stepping down); lease.go the Lease state (observations),
+// acquire.go and renew.go its writes, outcome.go which failed writes the
+// API server may have applied all the same; instance.go what a term records of its Pod,
+// crash.go when a Pod's status shows that instance ended, podwatch.go the
+// watches of the leader's Pod and of the replica's own, takeover.go the
+// standby's side of crash takeover, leaving.go a standby whose own Pod is
+// being deleted; publisher.go the endpoint's loop, with slice.go,
+// endpoints.go, writer.go, settle.go, families.go, ports.go, migration.go
+// and handoff.go; serve.go the ServerStopper, which ends an http.Server's
+// requests, streams included, when the term ends; only.go, config.go,
+// rbac.go, health.go and metrics.go what their names say.
 package leader

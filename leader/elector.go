@@ -22,8 +22,9 @@ type Elector struct {
 	pub         *publisher
 	broadcaster record.EventBroadcaster
 	factories   []informers.SharedInformerFactory
-	// pods watches the leader's Pod for crash takeover (nil: off).
-	pods *podWatch
+	// pods watches the leader's Pod for crash takeover (nil: off); own,
+	// this replica's Pod (leaving.go).
+	pods, own *podWatch
 	// selfErr says why this replica could not name its Pod (nameSelf).
 	selfErr error
 
@@ -64,6 +65,12 @@ func New(cfg Config) (*Elector, error) {
 			log:       e.lease.log,
 			wake:      func() { wake(e.lease.changed) },
 			forbidden: e.crashTakeoverOff,
+		}
+		e.own = &podWatch{
+			client:    e.cfg.Client,
+			log:       e.lease.log,
+			wake:      func() { wake(e.lease.changed) },
+			forbidden: e.ownPodUnwatched,
 		}
 	}
 	if err := e.watchLease(); err != nil {
@@ -154,7 +161,9 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 	case <-ctx.Done():
 		return nil
 	}
-	e.nameSelf(ctx)
+	if stop := e.watchOwnPod(e.nameSelf(ctx)); stop != nil {
+		defer stop()
+	}
 	e.ready.Store(true)
 	e.lease.log.Info("standing by", "leaseDuration", e.cfg.LeaseDuration, "renewDeadline", e.cfg.RenewDeadline, "retryPeriod", e.cfg.RetryPeriod)
 

@@ -126,9 +126,9 @@ func recordedInstance(lease *coordinationv1.Lease) (instance, error) {
 
 // resolveSelf reads this replica's Pod and returns what its terms record
 // of it (an instance without holder, term or start: instanceOf fills them
-// in); an error says why crash takeover cannot name this process (its
+// in) and the Pod as read; an error says why crash takeover cannot name this process (its
 // terms then record nothing, and end at the Lease's expiry as without it).
-func (e *Elector) resolveSelf(ctx context.Context) (*instance, error) {
+func (e *Elector) resolveSelf(ctx context.Context) (*instance, *corev1.Pod, error) {
 	pc := e.cfg.Pod
 	ns := pc.Namespace
 	if ns == "" {
@@ -136,21 +136,21 @@ func (e *Elector) resolveSelf(ctx context.Context) (*instance, error) {
 	}
 	pod, err := e.cfg.Client.CoreV1().Pods(ns).Get(ctx, pc.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("reading this replica's Pod %s/%s: %w", ns, pc.Name, err)
+		return nil, nil, fmt.Errorf("reading this replica's Pod %s/%s: %w", ns, pc.Name, err)
 	}
 	if pc.UID != "" && pod.UID != pc.UID {
-		return nil, fmt.Errorf("the Pod %s/%s has uid %s, not this replica's %s", ns, pc.Name, pod.UID, pc.UID)
+		return nil, nil, fmt.Errorf("the Pod %s/%s has uid %s, not this replica's %s", ns, pc.Name, pod.UID, pc.UID)
 	}
 	container := pc.Container
 	switch {
 	case container == "" && len(pod.Spec.Containers) == 1:
 		container = pod.Spec.Containers[0].Name
 	case container == "":
-		return nil, fmt.Errorf("the Pod %s/%s has %d containers: set Config.Pod.Container ($CONTAINER_NAME) to the one this process runs in", ns, pc.Name, len(pod.Spec.Containers))
+		return nil, nil, fmt.Errorf("the Pod %s/%s has %d containers: set Config.Pod.Container ($CONTAINER_NAME) to the one this process runs in", ns, pc.Name, len(pod.Spec.Containers))
 	case !hasContainer(pod, container):
-		return nil, fmt.Errorf("the Pod %s/%s has no container %q", ns, pc.Name, container)
+		return nil, nil, fmt.Errorf("the Pod %s/%s has no container %q", ns, pc.Name, container)
 	}
-	return &instance{Namespace: ns, Pod: pc.Name, UID: pod.UID, Container: container}, nil
+	return &instance{Namespace: ns, Pod: pc.Name, UID: pod.UID, Container: container}, pod, nil
 }
 
 // hasContainer reports whether the Pod has a container of that name, a

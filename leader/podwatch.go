@@ -2,7 +2,9 @@ package leader
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -17,9 +19,10 @@ import (
 
 // podWatch is a standby's watch of the leader's Pod, the one the Lease's
 // record names (crash.go): one Pod at a time, by name, started when the
-// record names a new one. Its changes wake the standby. A watch the Role
-// forbids turns crash takeover off for this replica, with a Warning Event,
-// instead of retrying: failover then waits for the Lease.
+// record names a new one; a second one watches the replica's own Pod
+// (leaving.go). Its changes wake the standby. A watch the Role forbids
+// turns it off (crash takeover, for the leader's: failover then waits for
+// the Lease), with a Warning Event, instead of retrying.
 type podWatch struct {
 	client kubernetes.Interface
 	log    logr.Logger
@@ -31,7 +34,9 @@ type podWatch struct {
 	off    bool
 	target instance // the Pod watched: Namespace, Pod
 	pod    *corev1.Pod
-	stopFn func()
+	// deleted: the watch reported pod's deletion.
+	deleted bool
+	stopFn  func()
 }
 
 // follow watches the Pod inst names, unless it is watched already.
@@ -42,7 +47,7 @@ func (w *podWatch) follow(inst instance) {
 		return
 	}
 	previous := w.stopFn
-	w.target, w.pod, w.stopFn = inst, nil, nil
+	w.target, w.pod, w.deleted, w.stopFn = inst, nil, false, nil
 	w.mu.Unlock()
 	if previous != nil {
 		previous()
@@ -71,7 +76,7 @@ func (w *podWatch) follow(inst instance) {
 			return wi, refused(err)
 		},
 	}, w.client), &corev1.Pod{}, 0, cache.Indexers{})
-	set := func(obj any) {
+	set := func(obj any, deleted bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
@@ -84,15 +89,15 @@ func (w *podWatch) follow(inst instance) {
 			// A deleted Pod keeps the status it had last: the kubelet's
 			// final one after a graceful deletion, a running one after a
 			// force delete.
-			w.pod = pod
+			w.pod, w.deleted = pod, deleted
 		}
 		w.mu.Unlock()
 		w.wake()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: set,
+		AddFunc:    func(obj any) { set(obj, false) },
+		UpdateFunc: func(_, obj any) { set(obj, false) },
+		DeleteFunc: func(obj any) { set(obj, true) },
 	})
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		w.log.V(1).Info("the watch of the leader's Pod failed; retrying", "pod", inst.Namespace+"/"+inst.Pod, "reason", err.Error())
@@ -115,7 +120,18 @@ func (w *podWatch) follow(inst instance) {
 	}
 	w.stopFn = stop
 	w.mu.Unlock()
-	w.log.V(1).Info("watching the leader's Pod", "pod", inst.Namespace+"/"+inst.Pod)
+	w.log.V(1).Info("watching a Pod", "pod", inst.Namespace+"/"+inst.Pod)
+}
+
+// seed gives the watch the Pod as a read found it, until the watch
+// reports it: so that what the read saw counts before the informer's
+// first list has come back.
+func (w *podWatch) seed(pod *corev1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pod == nil && pod.Namespace == w.target.Namespace && pod.Name == w.target.Pod {
+		w.pod = pod
+	}
 }
 
 // ended reports whether the watched Pod shows inst ended (crash.go).
@@ -126,6 +142,25 @@ func (w *podWatch) ended(inst instance) (string, bool) {
 		return "", false
 	}
 	return ended(inst, w.pod)
+}
+
+// leaving reports why the watched Pod shows that self's Pod is on its way
+// out (leaving.go), if it does.
+func (w *podWatch) leaving(self instance) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.pod
+	switch {
+	case w.off || p == nil:
+		return "", false
+	case p.UID != self.UID:
+		return fmt.Sprintf("its Pod %s/%s was replaced (uid %s, this replica's %s)", p.Namespace, p.Name, p.UID, self.UID), true
+	case w.deleted:
+		return fmt.Sprintf("its Pod %s/%s was deleted", p.Namespace, p.Name), true
+	case p.DeletionTimestamp != nil:
+		return fmt.Sprintf("its Pod %s/%s is Terminating (deleted, to end by %s)", p.Namespace, p.Name, p.DeletionTimestamp.UTC().Format(time.RFC3339)), true
+	}
+	return "", false
 }
 
 // turnOff stops the watch for good, and reports why once.

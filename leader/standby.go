@@ -20,7 +20,8 @@ import (
 // without an error stops the renewals the standby sees, so it tries (and
 // reads the Lease) when the last one it saw expires anyway.
 // A record naming this replica's own identity is not
-// this process's (Run acquires once): it waits for expiry like any.
+// this process's (Run acquires once): it waits for expiry like any. A
+// standby whose Pod is leaving makes no attempt (leaving.go).
 func (e *Elector) standby(ctx context.Context) bool {
 	clk := e.cfg.Clock
 	recheck := max(e.cfg.LeaseDuration, standbyRecheck)
@@ -28,11 +29,25 @@ func (e *Elector) standby(ctx context.Context) bool {
 	if e.pods != nil {
 		defer e.pods.stop()
 	}
+	var said aside
 	for {
 		// A select with the context's end and a change both ready picks
 		// either: an ended context must not make one more attempt.
 		if ctx.Err() != nil {
 			return false
+		}
+		if why, out := e.leaving(); out {
+			// Its Pod is leaving: no more attempts (leaving.go).
+			e.pods.stop()
+			e.stepAside(&said, why)
+			timer := clk.NewTimer(recheck)
+			select {
+			case <-ctx.Done():
+			case <-e.lease.changed:
+			case <-timer.C():
+			}
+			timer.Stop()
+			continue
 		}
 		now := clk.Now()
 		exp := e.lease.expiry()

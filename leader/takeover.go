@@ -3,6 +3,8 @@ package leader
 import (
 	"context"
 	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // takeover is the evidence that the leader's process ended: the instance
@@ -49,23 +51,24 @@ func (e *Elector) crashTakeoverOff(err error) {
 }
 
 // nameSelf resolves this replica's Pod, which its terms record on the
-// Lease; if it cannot, its terms record nothing (and end at the Lease's
-// expiry, as without crash takeover): it logs why, and its term starts
-// with a Warning Event that says so (unnamedTerm).
-func (e *Elector) nameSelf(ctx context.Context) {
+// Lease, and returns it as read; if it cannot, its terms record nothing
+// (and end at the Lease's expiry, as without crash takeover): it logs why,
+// and its term starts with a Warning Event that says so (unnamedTerm).
+func (e *Elector) nameSelf(ctx context.Context) *corev1.Pod {
 	if e.pods == nil || e.cfg.Pod == nil {
-		return
+		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 	defer cancel()
-	s, err := e.resolveSelf(rctx)
+	s, pod, err := e.resolveSelf(rctx)
 	if err != nil {
 		e.lease.log.Error(err, "this replica's terms record no Pod: if it crashes while it leads, it is replaced when its Lease expires")
 		e.selfErr = err
-		return
+		return nil
 	}
 	e.lease.self = s
 	e.lease.log.V(1).Info("its terms record its Pod", "pod", s.Namespace+"/"+s.Pod, "uid", s.UID, "container", s.Container)
+	return pod
 }
 
 // unnamedTerm is called as a term starts: if this replica could not name

@@ -530,7 +530,14 @@ func (e *Env) StartComponent(c Component) error {
 // others and in DumpLogs, and Stop kills it first. The test may stop,
 // signal and restart it.
 func (e *Env) StartProcess(name, path string, args ...string) (*Process, error) {
+	return e.StartProcessWithEnv(name, path, nil, args...)
+}
+
+// StartProcessWithEnv is StartProcess with environ (NAME=value) added to
+// the process's environment.
+func (e *Env) StartProcessWithEnv(name, path string, environ []string, args ...string) (*Process, error) {
 	p := e.newProcess(name, path, args...)
+	p.Env = environ
 	e.mu.Lock()
 	e.extra = append(e.extra, p)
 	e.mu.Unlock()

@@ -15,6 +15,9 @@ type Replica struct {
 	ID   string
 	N    int // publishes 192.0.2.N
 	Proc *cluster.Process
+	// Environ is added to its process's environment (NAME=value): the
+	// variables a Pod's downward API would set, for one.
+	Environ []string
 }
 
 // NewReplica is the fleet's replica number n: its identity is prefix-n.
@@ -35,7 +38,7 @@ func (r *Replica) Launch(env *cluster.Env, name, binary string, args func() ([]s
 	if err != nil {
 		return err
 	}
-	r.Proc, err = env.StartProcess(name, binary, a...)
+	r.Proc, err = env.StartProcessWithEnv(name, binary, r.Environ, a...)
 	return err
 }
 
