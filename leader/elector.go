@@ -60,18 +60,8 @@ func New(cfg Config) (*Elector, error) {
 		if e.cfg.Pod == nil {
 			e.cfg.Pod = PodFromEnv()
 		}
-		e.pods = &podWatch{
-			client:    e.cfg.Client,
-			log:       e.lease.log,
-			wake:      func() { wake(e.lease.changed) },
-			forbidden: e.crashTakeoverOff,
-		}
-		e.own = &podWatch{
-			client:    e.cfg.Client,
-			log:       e.lease.log,
-			wake:      func() { wake(e.lease.changed) },
-			forbidden: e.ownPodUnwatched,
-		}
+		e.pods = e.newPodWatch(e.crashTakeoverOff)
+		e.own = e.newPodWatch(e.ownPodUnwatched)
 	}
 	if err := e.watchLease(); err != nil {
 		return nil, err
@@ -82,6 +72,17 @@ func New(cfg Config) (*Elector, error) {
 		}
 	}
 	return e, nil
+}
+
+// newPodWatch is a watch of one Pod at a time whose changes wake the
+// standby; forbidden is told once if the Role refuses it.
+func (e *Elector) newPodWatch(forbidden func(error)) *podWatch {
+	return &podWatch{
+		client:    e.cfg.Client,
+		log:       e.lease.log,
+		wake:      func() { wake(e.lease.changed) },
+		forbidden: forbidden,
+	}
 }
 
 // IsLeader reports whether this replica leads now.

@@ -126,8 +126,9 @@ func recordedInstance(lease *coordinationv1.Lease) (instance, error) {
 
 // resolveSelf reads this replica's Pod and returns what its terms record
 // of it (an instance without holder, term or start: instanceOf fills them
-// in) and the Pod as read; an error says why crash takeover cannot name this process (its
-// terms then record nothing, and end at the Lease's expiry as without it).
+// in) and the Pod as read; an error says why crash takeover cannot name
+// this process (its terms then record nothing, and end at the Lease's
+// expiry as without it).
 func (e *Elector) resolveSelf(ctx context.Context) (*instance, *corev1.Pod, error) {
 	pc := e.cfg.Pod
 	ns := pc.Namespace

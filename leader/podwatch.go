@@ -100,7 +100,7 @@ func (w *podWatch) follow(inst instance) {
 		DeleteFunc: func(obj any) { set(obj, true) },
 	})
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		w.log.V(1).Info("the watch of the leader's Pod failed; retrying", "pod", inst.Namespace+"/"+inst.Pod, "reason", err.Error())
+		w.log.V(1).Info("the watch of a Pod failed; retrying", "pod", inst.Namespace+"/"+inst.Pod, "reason", err.Error())
 	})
 	done := make(chan struct{})
 	go func() {

@@ -40,13 +40,7 @@ func (e *Elector) standby(ctx context.Context) bool {
 			// Its Pod is leaving: no more attempts (leaving.go).
 			e.pods.stop()
 			e.stepAside(&said, why)
-			timer := clk.NewTimer(recheck)
-			select {
-			case <-ctx.Done():
-			case <-e.lease.changed:
-			case <-timer.C():
-			}
-			timer.Stop()
+			e.awaitChange(ctx, recheck)
 			continue
 		}
 		now := clk.Now()
@@ -78,15 +72,19 @@ func (e *Elector) standby(ctx context.Context) bool {
 		if !exp.IsZero() {
 			wait = min(wait, exp.Sub(clk.Now()))
 		}
-		timer := clk.NewTimer(max(wait, time.Millisecond))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return false
-		case <-e.lease.changed:
-		case <-timer.C():
-		}
-		timer.Stop()
+		e.awaitChange(ctx, max(wait, time.Millisecond))
+	}
+}
+
+// awaitChange waits until ctx ends, the Lease or a watched Pod changes, or
+// d has passed on the clock.
+func (e *Elector) awaitChange(ctx context.Context, d time.Duration) {
+	timer := e.cfg.Clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-e.lease.changed:
+	case <-timer.C():
 	}
 }
 

@@ -370,6 +370,14 @@ func watchEnds(ctx context.Context, t *testing.T, env *cluster.Env, a app) *endW
 		AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) },
 	})
 	require.NoError(t, err)
+	runInformers(ctx, t, f)
+	return w
+}
+
+// runInformers starts the factory's informers until the test ends (or ctx
+// does) and waits for their caches.
+func runInformers(ctx context.Context, t *testing.T, f informers.SharedInformerFactory) {
+	t.Helper()
 	wctx, stop := context.WithCancel(ctx)
 	t.Cleanup(func() {
 		stop()
@@ -377,7 +385,6 @@ func watchEnds(ctx context.Context, t *testing.T, env *cluster.Env, a app) *endW
 	})
 	f.Start(wctx.Done())
 	f.WaitForCacheSync(wctx.Done())
-	return w
 }
 
 // wait returns when the container's end was first reported, waiting for

@@ -199,13 +199,7 @@ func watchHolders(ctx context.Context, t *testing.T, env *cluster.Env, ns, name 
 		AddFunc: onLease, UpdateFunc: func(_, obj any) { onLease(obj) },
 	})
 	require.NoError(t, err)
-	wctx, stop := context.WithCancel(ctx)
-	t.Cleanup(func() {
-		stop()
-		f.Shutdown()
-	})
-	f.Start(wctx.Done())
-	f.WaitForCacheSync(wctx.Done())
+	runInformers(ctx, t, f)
 	return w
 }
 
