@@ -3,8 +3,10 @@
 package netns
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
@@ -22,12 +24,23 @@ const maxLinkName = 15
 // AddBridge makes a bridge named name in the namespace, up, with the
 // address addr (none if addr is the zero Prefix). A bridge that is there
 // already is no error.
+//
+// The bridge is made with a hardware address of its own, set as a user
+// would set it. Without one, Linux gives a bridge the lowest address of its
+// ports and changes it when a port with a lower one joins: a namespace that
+// had resolved the old address keeps sending there, and the bridge drops
+// those frames (they come in on one port addressed to another's) until the
+// namespace's ARP entry expires, 30 s and more of a dead connection.
 func (n *NS) AddBridge(name string, addr netip.Prefix) error {
 	if err := checkLinkName(name); err != nil {
 		return err
 	}
-	err := n.withHandle(func(h *netlink.Handle) error {
-		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
+	mac, err := localMAC()
+	if err != nil {
+		return fmt.Errorf("netns: bridge %s: %w", name, err)
+	}
+	err = n.withHandle(func(h *netlink.Handle) error {
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name, HardwareAddr: mac}}
 		if err := h.LinkAdd(br); err != nil && !errors.Is(err, unix.EEXIST) {
 			return err
 		}
@@ -42,6 +55,17 @@ func (n *NS) AddBridge(name string, addr netip.Prefix) error {
 		return fmt.Errorf("netns: bridge %s: %w", name, err)
 	}
 	return nil
+}
+
+// localMAC returns a random unicast hardware address from the locally
+// administered range, as the kernel draws one for a link made without.
+func localMAC() (net.HardwareAddr, error) {
+	mac := make(net.HardwareAddr, 6)
+	if _, err := rand.Read(mac); err != nil {
+		return nil, err
+	}
+	mac[0] = mac[0]&^0x01 | 0x02 // unicast, locally administered
+	return mac, nil
 }
 
 // Veth is a veth pair from a namespace to a peer namespace.

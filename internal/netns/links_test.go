@@ -4,12 +4,17 @@ package netns
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 )
 
 // TestVethJoinsANodeToTheHub builds the real nodes' network: a hub with a
@@ -57,4 +62,90 @@ func TestVethJoinsANodeToTheHub(t *testing.T) {
 
 	assert.Error(t, hub.AddBridge("a-name-too-long-for-linux", netip.Prefix{}))
 	assert.Error(t, hub.AddVeth(node, Veth{Name: "fo-x", PeerName: "eth1"}), "no address for the peer end")
+}
+
+// TestKeptConnectionSurvivesALaterJoin holds a connection from a node to
+// the hub while another node joins. A bridge whose address is not set
+// takes the lowest address of its ports, so a join could change it: a
+// node that resolved the old one kept sending there, its frames came in
+// on its own port addressed to another port's address, and the hub
+// dropped them until the node's ARP entry expired, 30 s and more. That
+// was the real nodes' stalled kubelet (issue 38): with three nodes it
+// happened when the third hub end's address was the lowest and the second
+// node had resolved the first's. The hub ends' addresses are set here to
+// that order.
+func TestKeptConnectionSurvivesALaterJoin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hub := ForTest(t, Options{})
+	hubAddr := netip.MustParsePrefix("198.19.0.254/16")
+	require.NoError(t, hub.AddBridge("fo-hub", hubAddr))
+	bridgeMAC := func() net.HardwareAddr {
+		var mac net.HardwareAddr
+		require.NoError(t, hub.withHandle(func(h *netlink.Handle) error {
+			l, err := h.LinkByName("fo-hub")
+			if err == nil {
+				mac = l.Attrs().HardwareAddr
+			}
+			return err
+		}))
+		return mac
+	}
+	before := bridgeMAC()
+	join := func(i int, mac string) *NS {
+		node := ForTest(t, Options{})
+		name := "fo-n" + strconv.Itoa(i)
+		require.NoError(t, hub.AddVeth(node, Veth{
+			Name: name, Bridge: "fo-hub", PeerName: "eth0",
+			PeerAddress: netip.MustParsePrefix("198.19." + strconv.Itoa(i) + ".1/16"), Gateway: hubAddr.Addr(),
+		}))
+		hw, err := net.ParseMAC(mac)
+		require.NoError(t, err)
+		require.NoError(t, hub.withHandle(func(h *netlink.Handle) error {
+			l, err := h.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			return h.LinkSetHardwareAddr(l, hw)
+		}))
+		return node
+	}
+	join(1, "02:00:00:00:00:10")
+	second := join(2, "02:00:00:00:00:20")
+
+	l, err := hub.Listen("tcp", hubAddr.Addr().String()+":0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer func() { _ = c.Close() }()
+		_, _ = io.Copy(c, c)
+	}()
+	c, err := second.DialContext(ctx, "tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	echo := func(msg string) error {
+		if err := c.SetDeadline(time.Now().Add(3 * time.Second)); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(c, msg); err != nil {
+			return err
+		}
+		b := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, b); err != nil {
+			return err
+		}
+		if string(b) != msg {
+			return fmt.Errorf("echoed %q, sent %q", b, msg)
+		}
+		return nil
+	}
+	require.NoError(t, echo("before"))
+
+	join(3, "02:00:00:00:00:05")
+	assert.Equal(t, before.String(), bridgeMAC().String(), "the hub's bridge keeps its address as ports join")
+	assert.NoError(t, echo("after"), "the second node's kept connection, after the third joined")
 }
