@@ -67,11 +67,11 @@ tidy-check: ## go mod tidy -diff in every module (the root, leader, leader/ctrlm
 # and the leader module, by itself, requires nothing but client-go, api,
 # apimachinery, the Prometheus client and what those require
 # (tests/modules checks what a consumer gets).
-LIGHT_PKGS := ./toleration ./leader ./retrofit ./cmd/kubectl-fastover
+LIGHT_PKGS := ./toleration ./leader ./retrofit ./cmd/kubectl-fastover ./cmd/fastover-run
 LEADER_MODULE_FORBIDDEN := sigs.k8s.io/controller-runtime github.com/google/go-containerregistry sigs.k8s.io/kustomize/ github.com/spf13/cobra k8s.io/cli-runtime github.com/fastover/fastover[[:space:]]
 
 .PHONY: deps-check
-deps-check: ## no controller-runtime in the dependencies of toleration/, leader/, retrofit/, cmd/kubectl-fastover; none of the root module's dependencies in the leader module's build list
+deps-check: ## no controller-runtime in the dependencies of toleration/, leader/, retrofit/, cmd/kubectl-fastover, cmd/fastover-run; none of the root module's dependencies in the leader module's build list
 	@fail=0; for p in $(LIGHT_PKGS); do \
 		if go list -deps $$p | grep -q '^sigs.k8s.io/controller-runtime'; then \
 			echo "$$p imports controller-runtime:"; go list -deps $$p | grep '^sigs.k8s.io/controller-runtime' | sed 's/^/  /'; fail=1; fi; \
@@ -264,13 +264,13 @@ COMMIT_TIME ?= $(shell TZ=UTC git show -s --format=%cd --date=format-local:%Y-%m
 VERSION_PKG := github.com/fastover/fastover/internal/version
 
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
-DIST_COMMANDS := fastover-webhook fastover-certs kubectl-fastover
+DIST_COMMANDS := fastover-webhook fastover-certs kubectl-fastover fastover-run
 
 # make dist: the release's binaries, bin/dist/<command>-<os>-<arch>, and
 # SHA256SUMS. Static, no local path or build ID in them: the same commit
 # gives the same files.
 .PHONY: dist
-dist: ## cross-build fastover-webhook, fastover-certs, kubectl-fastover for linux and darwin (amd64, arm64) into bin/dist, with SHA256SUMS
+dist: ## cross-build fastover-webhook, fastover-certs, kubectl-fastover, fastover-run for linux and darwin (amd64, arm64) into bin/dist, with SHA256SUMS
 	@rm -rf $(BIN)/dist
 	@mkdir -p $(BIN)/dist
 	@ldflags="-s -w -buildid= -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).CommitTime=$(COMMIT_TIME)"; \

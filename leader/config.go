@@ -157,6 +157,16 @@ type EndpointConfig struct {
 	// it, a Service with a selector is reported (log and Event) and left
 	// alone.
 	RemoveSelector bool
+	// Ready, if set, is waited for before the leader publishes its
+	// endpoint in a term: the publisher calls it when the term begins,
+	// with a context that ends with the term, and publishes once it
+	// returns nil. It is for a leader whose work cannot serve at once (a
+	// process started only when leading, as cmd/fastover-run does):
+	// traffic reaches the leader only once it can answer. Meanwhile the
+	// previous leader's endpoint stays published, or is withdrawn by it on
+	// a planned stop after RetryPeriod. An error is logged and nothing is
+	// published in that term; the work decides whether the term goes on.
+	Ready func(ctx context.Context) error
 }
 
 // EndpointFromEnv returns the endpoint of a replica that runs in a Pod,

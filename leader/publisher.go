@@ -69,11 +69,21 @@ type publisher struct {
 	unanswered atomic.Bool
 }
 
-// run keeps the leader the Service's only endpoint for the term: at once,
-// then whenever the Service or its slices change, and at least every
-// LeaseDuration, until ctx ends or the replica no longer leads.
+// run keeps the leader the Service's only endpoint for the term: at once
+// (once EndpointConfig.Ready returns, if set), then whenever the Service or
+// its slices change, and at least every LeaseDuration, until ctx ends or
+// the replica no longer leads.
 func (p *publisher) run(ctx context.Context, acquired time.Time) {
 	clk := p.cfg.Clock
+	if p.ep.Ready != nil {
+		if err := p.ep.Ready(ctx); err != nil {
+			if ctx.Err() == nil {
+				p.log.Error(err, "the work did not become ready; the endpoint is not published in this term")
+			}
+			return
+		}
+		p.log.Info("the work is ready", "sinceAcquired", clk.Since(acquired).Round(time.Millisecond))
+	}
 	first := true
 	backoff := 50 * time.Millisecond
 	for {

@@ -395,3 +395,57 @@ func TestSettle(t *testing.T) {
 	require.NoError(t, tp.slices.Update(s))
 	require.NoError(t, tp.settle(ctx))
 }
+
+// EndpointConfig.Ready: nothing is written until it returns nil; an error
+// (the work never became ready) publishes nothing in the term, and a term
+// that ends while it waits writes nothing either.
+func TestPublishWaitsForTheWorkToBeReady(t *testing.T) {
+	start := func(ready func(context.Context) error) (*testPublisher, context.CancelFunc, <-chan struct{}) {
+		tp := newTestPublisher(t, "10.1.2.3", testService())
+		tp.cfg.Clock = clocktesting.NewFakeClock(time.Now())
+		tp.trigger = make(chan struct{}, 1)
+		tp.ep.Ready = ready
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); tp.run(ctx, tp.cfg.Clock.Now()) }()
+		return tp, cancel, done
+	}
+	ended := func(done <-chan struct{}) bool {
+		select {
+		case <-done:
+			return true
+		case <-time.After(waitFor):
+			return false
+		}
+	}
+
+	gate := make(chan struct{})
+	asked := make(chan struct{})
+	tp, cancel, done := start(func(ctx context.Context) error {
+		close(asked)
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	<-asked
+	time.Sleep(20 * time.Millisecond)
+	assert.Zero(t, tp.writes(), "published before the work was ready")
+	close(gate)
+	require.Eventually(t, func() bool { return tp.writes() == 1 }, waitFor, time.Millisecond)
+	assert.Equal(t, "10.1.2.3", tp.apiSlice(t).Endpoints[0].Addresses[0])
+	cancel()
+	require.True(t, ended(done))
+
+	tp, cancel, done = start(func(context.Context) error { return errors.New("the command exited") })
+	require.True(t, ended(done), "the loop ends when the work will not be ready")
+	assert.Zero(t, tp.writes())
+	cancel()
+
+	tp, cancel, done = start(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+	cancel()
+	require.True(t, ended(done), "the term's end stops the wait")
+	assert.Zero(t, tp.writes())
+}

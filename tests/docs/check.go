@@ -31,7 +31,7 @@ type FlagSource interface {
 }
 
 // Binaries are fastover's own commands, as a document may name them.
-var Binaries = []string{"fastover-webhook", "fastover-certs", "kubectl-fastover", "fastover-example", "fastover-demo", "configmap-operator"}
+var Binaries = []string{"fastover-webhook", "fastover-certs", "kubectl-fastover", "fastover-run", "fastover-example", "fastover-demo", "configmap-operator"}
 
 // Options tune a Checker.
 type Options struct {

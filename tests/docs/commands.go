@@ -525,7 +525,10 @@ func (c *Checker) checkFlags(binary, sub string, args []string) []string {
 		return append(msgs, err.Error())
 	}
 	for _, a := range args {
-		if a == "-" || a == "--" || !strings.HasPrefix(a, "-") {
+		if a == "--" {
+			break // what follows is another command's (fastover-run -- COMMAND)
+		}
+		if a == "-" || !strings.HasPrefix(a, "-") {
 			continue
 		}
 		m := flagWordRE.FindStringSubmatch(a)

@@ -203,6 +203,8 @@ func TestCheckerFindsBrokenDocs(t *testing.T) {
 		{name: "helm chart", doc: sh("helm install x charts/gone"), want: "charts/gone/Chart.yaml does not exist"},
 		{name: "helm value", doc: sh("helm upgrade x charts/c --set rule.nope=1"), want: "chart charts/c has no value rule.nope"},
 		{name: "flag of a binary", doc: sh("fastover-webhook --nosuch=1"), want: "fastover-webhook has no flag --nosuch=1"},
+		{name: "flags after -- are the command's", doc: sh("fastover-webhook --reconcile -- my-ctl --its-own")},
+		{name: "a flag before -- is checked", doc: sh("fastover-webhook --nosuch -- my-ctl --reconcile"), want: "fastover-webhook has no flag --nosuch"},
 		{name: "flag of a built binary", doc: sh("bin/fastover-certs --ca-dri x"), want: "fastover-certs has no flag --ca-dri"},
 		{name: "not a binary of fastover's", doc: sh("bin/fastover-gone --x"), want: "bin/fastover-gone is not one of fastover's binaries"},
 		{name: "plugin subcommand", doc: sh("kubectl fastover repair"), want: `kubectl-fastover has no subcommand "repair"`},

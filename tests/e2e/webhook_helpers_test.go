@@ -41,6 +41,10 @@ func binary(t *testing.T, name string) string {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(wrappedServe) != "" {
+		// This binary as the program fastover-run wraps (run_test.go).
+		os.Exit(serveWrapped())
+	}
 	code := m.Run()
 	built.Remove()
 	if imagesDir != "" {
