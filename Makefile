@@ -152,7 +152,7 @@ charts-test: ## Helm charts: lint, schema, drift against manifests/, install on 
 	cd tests/charts && GOWORK=off go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -json ./... | $(TESTTIME) tee $(TIMES)/charts.json
 
 # make images: an OCI image index per binary (fastover-webhook,
-# fastover-example, fastover-certs) for IMAGE_PLATFORMS, built in Go without
+# fastover-example, fastover-certs, fastover-run) for IMAGE_PLATFORMS, built in Go without
 # a container engine: OCI layouts in bin/images/<name>, digests in
 # bin/images/digests.txt. REGISTRY=host/path also pushes each by digest to
 # host/path/<name> (IMAGE_TAG=v0.1.0 tags it too); credentials are those of

@@ -72,6 +72,60 @@ func ExampleEndpointConfig() {
 	// Output: <nil>
 }
 
+// A leader whose work cannot serve at once (a process it starts, a cache
+// it fills) publishes itself only once the work is ready: Ready is waited
+// for first.
+func ExampleEndpointConfig_ready() {
+	client := fake.NewClientset(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	})
+	serving := make(chan struct{})
+	elector, err := leader.New(leader.Config{
+		Client: client, Namespace: "ns", LeaseName: "svc", Identity: "replica-a",
+		Endpoint: &leader.EndpointConfig{
+			Service: "svc", Address: "10.0.3.17",
+			Ready: func(ctx context.Context) error {
+				select {
+				case <-serving:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	published := func(ctx context.Context) []string {
+		list, _ := client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{})
+		var addrs []string
+		for _, s := range list.Items {
+			for _, ep := range s.Endpoints {
+				addrs = append(addrs, ep.Addresses...)
+			}
+		}
+		return addrs
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	_ = elector.Run(ctx, func(ctx context.Context) error {
+		time.Sleep(100 * time.Millisecond) // warming up
+		fmt.Println("while warming up:", published(ctx))
+		close(serving)
+		for len(published(ctx)) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		fmt.Println("once ready:", published(ctx))
+		stop()
+		return nil
+	})
+	// Output:
+	// while warming up: []
+	// once ready: [10.0.3.17]
+}
+
 // Validate reports every problem at once, each with its field.
 func ExampleConfig_Validate() {
 	err := leader.Config{

@@ -56,11 +56,11 @@ func main() {
 
 // options is the parsed command line.
 type options struct {
-	kubeconfig, namespace, lease, service, address, id, probeAddress string
-	check                                                            supervisor.Check
-	grace, leaseDuration, renewDeadline, retryPeriod                 time.Duration
-	skipChecks, showVersion                                          bool
-	command                                                          []string
+	kubeconfig, namespace, lease, service, address, id, probeAddress, copyTo string
+	check                                                                    supervisor.Check
+	grace, leaseDuration, renewDeadline, retryPeriod                         time.Duration
+	skipChecks, showVersion                                                  bool
+	command                                                                  []string
 }
 
 const usage = `Usage: fastover-run [flags] -- COMMAND [ARG...]
@@ -102,11 +102,18 @@ itself failed or lost the Lease; 2 for a command line it cannot run.
 	fs.StringVar(&o.probeAddress, "probe-address", ":8484", `address of /readyz (ready once standing by) and /healthz, for the pod's probes; "0" disables them`)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster config)")
 	fs.BoolVar(&o.skipChecks, "skip-checks", false, "start without checking the Service and the Role first")
+	fs.StringVar(&o.copyTo, "copy-to", "", "copy this binary into the directory and exit: an init container's command, for an emptyDir the controller's container mounts")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if o.showVersion {
+		return o, nil
+	}
+	if o.copyTo != "" {
+		if fs.NArg() > 0 {
+			return nil, fmt.Errorf("--copy-to takes no COMMAND (got %q)", fs.Args())
+		}
 		return o, nil
 	}
 	o.command = fs.Args()
@@ -147,6 +154,14 @@ func run(args []string, stderr io.Writer) int {
 		return exitUsage
 	case o.showVersion:
 		fmt.Println(version.String("fastover-run"))
+		return 0
+	case o.copyTo != "":
+		path, err := copySelf(o.copyTo)
+		if err != nil {
+			_, _ = fmt.Fprintln(stderr, "fastover-run: --copy-to:", err)
+			return exitFailed
+		}
+		_, _ = fmt.Fprintln(stderr, "fastover-run: copied to", path)
 		return 0
 	}
 	// A COMMAND that cannot start fails every replica at once, as a shell

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -144,4 +146,32 @@ func FuzzCommandLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// --copy-to copies the binary (here, the test binary) into a directory,
+// executable; a missing directory or a COMMAND beside it is an error.
+func TestCopyTo(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	require.Equal(t, 0, run([]string{"--copy-to=" + dir}, &out), out.String())
+	self, err := os.Executable()
+	require.NoError(t, err)
+	want, err := os.ReadFile(self)
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(dir, "fastover-run"))
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	info, err := os.Stat(filepath.Join(dir, "fastover-run"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), info.Mode().Perm())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary file left")
+
+	out.Reset()
+	assert.Equal(t, 1, run([]string{"--copy-to=" + filepath.Join(dir, "missing")}, &out))
+	assert.Contains(t, out.String(), "--copy-to:")
+	out.Reset()
+	assert.Equal(t, 2, run([]string{"--copy-to=" + dir, "--", "true"}, &out))
+	assert.Contains(t, out.String(), "--copy-to takes no COMMAND")
 }

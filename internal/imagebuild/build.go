@@ -70,6 +70,7 @@ var Binaries = []Binary{
 	{Name: "fastover-webhook", Package: "./cmd/fastover-webhook"},
 	{Name: "fastover-example", Package: "./examples/fastover-example"},
 	{Name: "fastover-certs", Package: "./cmd/fastover-certs"},
+	{Name: "fastover-run", Package: "./cmd/fastover-run"},
 }
 
 // Platforms are the platforms of every index, in this order.

@@ -404,3 +404,19 @@ func (pm *podman) removeAll() {
 		}
 	}
 }
+
+// TestImageRunCopiesItself: the fastover-run image as an init container
+// runs it, with no shell: --copy-to writes the binary into a mounted
+// directory (the emptyDir the controller's container mounts), where it
+// runs.
+func TestImageRunCopiesItself(t *testing.T) {
+	pm := newPodman(t)
+	img := pm.load(t, "fastover-run")
+	work := ownedDir(t)
+	out, err := pm.output(append(pm.runArgs(pm.name("copy"), "--rm", "-v", work+":/fastover"), img, "--copy-to=/fastover")...)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "copied to /fastover/fastover-run")
+	b, err := exec.Command(filepath.Join(work, "fastover-run"), "--version").CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	assert.Contains(t, string(b), "fastover-run "+images.TestVersion)
+}

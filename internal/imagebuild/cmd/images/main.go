@@ -1,5 +1,6 @@
 // Command images builds fastover's container images: one OCI image index
-// per binary (fastover-webhook, fastover-example, fastover-certs) for
+// per binary (fastover-webhook, fastover-example, fastover-certs,
+// fastover-run) for
 // linux/amd64 and linux/arm64, written as OCI layouts under -out, and with
 // -registry pushed there by digest. `make images` runs it.
 package main
