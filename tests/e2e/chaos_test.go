@@ -100,7 +100,7 @@ func TestLeaderChaos(t *testing.T) {
 	t.Run("no two replicas act at once", func(t *testing.T) { checkNoOverlap(t, terms) })
 	t.Run("one identity published at a time", func(t *testing.T) { checkPublished(t, published.Snapshot()) })
 	t.Run("no leader deposed by a stale record", func(t *testing.T) { checkDepositions(t, terms, leases.snapshot()) })
-	t.Run("a healthy standby takes over within LeaseDuration + 1s", func(t *testing.T) { c.checkGaps(t, terms, end) })
+	t.Run("a healthy standby takes over within LeaseDuration + 1s", func(t *testing.T) { c.checkGaps(t, terms, end, leases.snapshot()) })
 }
 
 // startChaos starts a control plane and three replicas, each talking to
@@ -338,11 +338,11 @@ func checkDepositions(t *testing.T, terms []*term, history []leaseVersion) {
 
 // checkGaps bounds the longest time without a leader acting while a
 // healthy standby was there, and logs the run's counts.
-func (c *chaos) checkGaps(t *testing.T, terms []*term, end time.Time) {
+func (c *chaos) checkGaps(t *testing.T, terms []*term, end time.Time, history []leaseVersion) {
 	sorted := slices.Clone(terms)
 	slices.SortFunc(sorted, func(a, b *term) int { return a.Start.Compare(b.Start) })
 	var longest, longestAny time.Duration
-	var longestAt time.Time
+	var longestAt, longestTo time.Time
 	for i := 1; i < len(sorted); i++ {
 		prevEnd := sorted[i-1].Last
 		for _, p := range sorted[:i] {
@@ -356,12 +356,12 @@ func (c *chaos) checkGaps(t *testing.T, terms []*term, end time.Time) {
 		}
 		longestAny = max(longestAny, gap)
 		if c.healthyStandby(prevEnd, sorted[i].Start, sorted[i-1].ID) && gap > longest {
-			longest, longestAt = gap, prevEnd
+			longest, longestAt, longestTo = gap, prevEnd, sorted[i].Start
 		}
 	}
 	if bound := chaosDurations.Lease + time.Second; longest > bound {
-		t.Errorf("no leader acted for %v from %s although a healthy standby was there (bound %v)",
-			longest.Round(time.Millisecond), longestAt.Format(time.StampMilli), bound)
+		t.Errorf("no leader acted for %v from %s although a healthy standby was there (bound %v); around it:\n%s",
+			longest.Round(time.Millisecond), longestAt.Format(time.StampMilli), bound, c.around(longestAt.Add(-2*time.Second), longestTo, history))
 	}
 	count := map[string]int{}
 	onLeader := map[string]int{}
@@ -386,6 +386,25 @@ func (c *chaos) checkGaps(t *testing.T, terms []*term, end time.Time) {
 
 // healthyStandby reports whether some replica other than prev, the one
 // that acted last, was free of faults from a second before from until to.
+// around says what happened from from to to: the events played and the
+// Lease's versions as the test's watch saw them, so that a gap over the
+// bound says where its time went.
+func (c *chaos) around(from, to time.Time, history []leaseVersion) string {
+	var lines []string
+	for _, e := range c.events {
+		if !e.at.Before(from) && !e.at.After(to) {
+			lines = append(lines, fmt.Sprintf("  %s event %s on %s (leading: %v)", e.at.Format(time.StampMilli), e.kind, e.target, e.wasLeading))
+		}
+	}
+	for _, v := range history {
+		if !v.at.Before(from) && !v.at.After(to) {
+			lines = append(lines, fmt.Sprintf("  %s Lease seen: holder %q, term %d, renewed %s", v.at.Format(time.StampMilli), v.holder, v.term, v.renewed.Format(time.StampMilli)))
+		}
+	}
+	slices.Sort(lines) // by time: every line starts with it
+	return strings.Join(lines, "\n")
+}
+
 func (c *chaos) healthyStandby(from, to time.Time, prev string) bool {
 	for _, r := range c.f.Replicas {
 		healthy := r.ID != prev
