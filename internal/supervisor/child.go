@@ -31,7 +31,7 @@ func startChild(argv []string) (*child, error) {
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	status, err := processReaper().start(func() (int, error) {
 		if err := cmd.Start(); err != nil {
 			return 0, err

@@ -102,7 +102,8 @@ func serveWrapped() int {
 //     before the Lease can expire, and exits 1; a standby leads after
 //     the expiry.
 //
-// The acting log shows no two programs ever running at once. A replica
+// Last, the leader's fastover-run is killed (SIGKILL): its program dies
+// with it. The acting log shows no two programs ever running at once. A replica
 // whose Role lacks a permission exits at once and says which.
 func TestRunMakesAProcessActiveStandby(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -225,6 +226,15 @@ func TestRunMakesAProcessActiveStandby(t *testing.T) {
 		crashTook.Round(time.Millisecond), handoverTook.Round(time.Millisecond), cutTook.Round(time.Millisecond), d.Lease)
 	standbysIdle(fourth)
 
+	// fastover-run itself killed (an OOM kill): its program ends with it,
+	// and stops acting; it would otherwise run on beside the next leader's.
+	require.NoError(t, f.ByID(fourth).Proc.Signal(syscall.SIGKILL))
+	exitCode(f.ByID(fourth))
+	killed := time.Now()
+	time.Sleep(time.Second)
+	_, _, err = f.Get(f.ByID(fourth).Address(), "/")
+	assert.Error(t, err, "the program of a killed fastover-run still answers")
+
 	b, err := os.ReadFile(actingLog)
 	require.NoError(t, err)
 	terms, err := acting.Parse(strings.NewReader(string(b)))
@@ -233,6 +243,11 @@ func TestRunMakesAProcessActiveStandby(t *testing.T) {
 	assert.Empty(t, acting.Overlaps(terms), "two programs ran at once")
 	for _, tm := range terms[:3] {
 		assert.NotEmpty(t, tm.Stop, "%s's program did not log its end", tm.ID)
+	}
+	for _, tm := range terms {
+		if tm.ID == fourth {
+			assert.True(t, tm.Last.Before(killed.Add(200*time.Millisecond)), "%s's program acted %v after fastover-run was killed", fourth, tm.Last.Sub(killed))
+		}
 	}
 
 	// A Role without endpointslices: the replica says so and exits 1,
