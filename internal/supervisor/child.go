@@ -13,10 +13,9 @@ import (
 
 // child is one run of the command, in a process group of its own.
 type child struct {
-	pid    int
-	status <-chan unix.WaitStatus
-	ended  chan struct{} // closed once the status is in ws
-	ws     unix.WaitStatus
+	pid   int
+	ended chan struct{} // closed once the status is in ws
+	ws    unix.WaitStatus
 }
 
 // startChild starts argv with the process's environment and standard
@@ -48,9 +47,9 @@ func startChild(argv []string) (*child, error) {
 	if pid <= 1 {
 		return nil, startError(argv[0], fmt.Errorf("started as pid %d", pid))
 	}
-	c := &child{pid: pid, status: status, ended: make(chan struct{})}
+	c := &child{pid: pid, ended: make(chan struct{})}
 	go func() {
-		c.ws = <-c.status
+		c.ws = <-status
 		close(c.ended)
 	}()
 	return c, nil
