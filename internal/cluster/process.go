@@ -70,7 +70,8 @@ func (p *Process) Start() error {
 		// dies (a test timeout panics and exits without cleanups).
 		Pdeathsig: syscall.SIGKILL,
 	}
-	start := cmd.Start
+	// Forked from the host thread, which never ends (hostthread.go).
+	start := func() error { return startOnHostThread(cmd) }
 	if p.ns != nil {
 		// Forked from the namespace's thread: born inside it, and its
 		// Pdeathsig also fires when the namespace is closed.
