@@ -84,11 +84,17 @@ func TestStopTermThenKill(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- s.Work(ctx) }()
 		require.NoError(t, s.Ready(ctx), "no check: ready at once")
-		require.Eventually(t, func() bool { _, err := os.Stat(pidFile); return err == nil }, 5*time.Second, 10*time.Millisecond)
-		b, err := os.ReadFile(pidFile)
-		require.NoError(t, err)
-		grandchild, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		require.NoError(t, err)
+		// The shell creates the file before it writes the pid: wait for
+		// a whole number, not for the file.
+		var grandchild int
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(pidFile)
+			if err != nil || !strings.HasSuffix(string(b), "\n") {
+				return false
+			}
+			grandchild, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			return err == nil
+		}, 5*time.Second, 10*time.Millisecond, "the command wrote no pid")
 		start := time.Now()
 		cancel()
 		select {
