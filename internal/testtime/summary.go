@@ -32,9 +32,10 @@ type Result struct {
 // Summary is what a stream of `go test -json` events says of its packages
 // and their top-level tests.
 type Summary struct {
-	Packages []Result // in the order they started
-	Tests    []Result // top-level tests, in the order they started
-	Skipped  int      // lines that were not events
+	Packages []Result  // in the order they started
+	Tests    []Result  // top-level tests, in the order they started
+	Failures []Failure // in the order they failed
+	Skipped  int       // lines that were not events
 }
 
 type pkgState struct {
@@ -59,6 +60,7 @@ func Summarize(r io.Reader) (Summary, error) {
 	pkgs := map[string]*pkgState{}
 	tests := map[[2]string]*testState{}
 	var s Summary
+	fails := newFailures()
 	for sc.Scan() {
 		var e Event
 		line := sc.Bytes()
@@ -66,6 +68,7 @@ func Summarize(r io.Reader) (Summary, error) {
 			s.Skipped++
 			continue
 		}
+		fails.add(e)
 		p := pkgs[e.Package]
 		if p == nil {
 			p = &pkgState{Result: Result{Package: e.Package, Outcome: Incomplete}, first: e.Time, order: len(pkgs)}
@@ -126,6 +129,7 @@ func Summarize(r io.Reader) (Summary, error) {
 	for _, t := range ts {
 		s.Tests = append(s.Tests, t.Result)
 	}
+	s.Failures = fails.list()
 	return s, nil
 }
 

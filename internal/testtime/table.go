@@ -60,7 +60,8 @@ type Report struct {
 
 // WriteTable writes the report as three tables: make's phases and their
 // total, every package by wall time (slowest first), and the slowest
-// top-level tests.
+// top-level tests; then, if any failed, the failures and their last
+// messages, so that the end of a long run's output says why it failed.
 func WriteTable(w io.Writer, r Report) error {
 	var sections [][][]string
 	if len(r.Phases) > 0 {
@@ -112,10 +113,35 @@ func WriteTable(w io.Writer, r Report) error {
 		}
 	}
 	if len(pkgs) > 0 && r.Parallel > 1 {
-		_, err := fmt.Fprintf(w, "(go test runs up to %d packages at once, so the packages' sum exceeds their phase's wall time)\n", r.Parallel)
-		return err
+		if _, err := fmt.Fprintf(w, "(go test runs up to %d packages at once, so the packages' sum exceeds their phase's wall time)\n", r.Parallel); err != nil {
+			return err
+		}
 	}
-	return nil
+	return writeFailures(w, r)
+}
+
+// writeFailures lists the failures and their last messages.
+func writeFailures(w io.Writer, r Report) error {
+	if len(r.Summary.Failures) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nfailed (the last %d messages of each; the whole output is above):\n", failureLines)
+	for _, f := range r.Summary.Failures {
+		name := f.Test
+		if name == "" {
+			name = "(the package itself)"
+		}
+		fmt.Fprintf(&b, "%s  %s\n", ShortName(f.Package, r.Module), name)
+		if len(f.Lines) == 0 {
+			b.WriteString("    (no message)\n")
+		}
+		for _, l := range f.Lines {
+			b.WriteString("    " + l + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // clock shows d as minutes and seconds, to the tenth of a second.

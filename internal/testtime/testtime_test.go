@@ -2,6 +2,7 @@ package testtime
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +143,93 @@ func FuzzSummarize(f *testing.F) {
 		var rec bytes.Buffer
 		require.NoError(t, Tee(bytes.NewReader(b), &out, &rec, mod))
 	})
+}
+
+// failing is a run where a subtest fails (its cause, then a cleanup's
+// dump, which the summary leaves out), its parent fails with no message
+// of its own, and another package dies of a panic outside any test's
+// verdict.
+const failing = `{"Action":"run","Package":"example.com/m/e2e","Test":"TestLoss"}
+{"Action":"run","Package":"example.com/m/e2e","Test":"TestLoss/cut"}
+{"Action":"output","Package":"example.com/m/e2e","Test":"TestLoss/cut","Output":"    loss_test.go:12: node cut off\n"}
+{"Action":"output","Package":"example.com/m/e2e","Test":"TestLoss/cut","Output":"    loss_test.go:40: app not replaced "}
+{"Action":"output","Package":"example.com/m/e2e","Test":"TestLoss/cut","Output":"within 13s\n"}
+{"Action":"output","Package":"example.com/m/e2e","Test":"TestLoss/cut","Output":"    cluster.go:151: control-plane logs:\n        {\"level\":\"info\",\"msg\":\"a dumped line\"}\n"}
+{"Action":"output","Package":"example.com/m/e2e","Test":"TestLoss/cut","Output":"--- FAIL: TestLoss/cut (33.65s)\n"}
+{"Action":"fail","Package":"example.com/m/e2e","Test":"TestLoss/cut","Elapsed":33.65}
+{"Action":"output","Package":"example.com/m/e2e","Test":"TestLoss","Output":"--- FAIL: TestLoss (0.00s)\n"}
+{"Action":"fail","Package":"example.com/m/e2e","Test":"TestLoss","Elapsed":0}
+{"Action":"fail","Package":"example.com/m/e2e","Elapsed":40}
+{"Action":"run","Package":"example.com/m/unit","Test":"TestQuick"}
+{"Action":"output","Package":"example.com/m/unit","Output":"panic: test timed out after 1m0s\n"}
+{"Action":"output","Package":"example.com/m/unit","Output":"\trunning tests:\n\t\tTestQuick (1m0s)\n"}
+{"Action":"fail","Package":"example.com/m/unit","Elapsed":60}
+`
+
+func TestFailures(t *testing.T) {
+	s, err := Summarize(strings.NewReader(failing + stream))
+	require.NoError(t, err)
+	assert.Equal(t, []Failure{
+		{Package: "example.com/m/e2e", Test: "TestLoss/cut", Lines: []string{
+			"loss_test.go:12: node cut off",
+			"loss_test.go:40: app not replaced within 13s",
+			"cluster.go:151: control-plane logs:",
+		}},
+		{Package: "example.com/m/unit", Lines: []string{
+			"panic: test timed out after 1m0s", "running tests:", "TestQuick (1m0s)",
+		}},
+	}, s.Failures)
+
+	var b bytes.Buffer
+	require.NoError(t, WriteTable(&b, Report{Summary: s, Module: mod, Slowest: 1}))
+	assert.True(t, strings.HasSuffix(b.String(), `
+failed (the last 6 messages of each; the whole output is above):
+e2e  TestLoss/cut
+    loss_test.go:12: node cut off
+    loss_test.go:40: app not replaced within 13s
+    cluster.go:151: control-plane logs:
+unit  (the package itself)
+    panic: test timed out after 1m0s
+    running tests:
+    TestQuick (1m0s)
+`), b.String())
+
+	// A testify assertion: its Error and Messages, with their
+	// continuations, not its trace.
+	var testify strings.Builder
+	for _, l := range []string{
+		"    images_test.go:81: ",
+		"        \tError Trace:\t/src/images_test.go:81",
+		"        \t            \t\t\t\t/src/images_test.go:73",
+		"        \tError:      \tReceived unexpected error:",
+		"        \t            \tpush 127.0.0.1:41043/x: context deadline exceeded",
+		"        \tTest:       \tTestImages/push",
+		"        \tMessages:   \tthe registry",
+		"    cleanup dump that is not a message",
+	} {
+		fmt.Fprintf(&testify, `{"Action":"output","Package":"p","Test":"T","Output":%q}`+"\n", l+"\n")
+	}
+	testify.WriteString(`{"Action":"fail","Package":"p","Test":"T"}` + "\n")
+	s, err = Summarize(strings.NewReader(testify.String()))
+	require.NoError(t, err)
+	require.Len(t, s.Failures, 1)
+	assert.Equal(t, []string{
+		"images_test.go:81:",
+		"Error: Received unexpected error:",
+		"push 127.0.0.1:41043/x: context deadline exceeded",
+		"Messages: the registry",
+	}, s.Failures[0].Lines)
+
+	// Only the last messages stay, each cut to a bounded length.
+	var many strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&many, `{"Action":"output","Package":"p","Test":"T","Output":"    x_test.go:%d: %s\n"}`+"\n", i, strings.Repeat("y", 2*failureLineLen))
+	}
+	many.WriteString(`{"Action":"fail","Package":"p","Test":"T"}` + "\n")
+	s, err = Summarize(strings.NewReader(many.String()))
+	require.NoError(t, err)
+	require.Len(t, s.Failures, 1)
+	require.Len(t, s.Failures[0].Lines, failureLines)
+	assert.True(t, strings.HasPrefix(s.Failures[0].Lines[0], "x_test.go:4: y"))
+	assert.Len(t, s.Failures[0].Lines[0], failureLineLen+len(" …"))
 }
