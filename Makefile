@@ -23,6 +23,9 @@ UNIT_PKGS = $(shell go list $(MODULE_PATTERNS) | grep -v -e '/tests/' -e '/inter
 
 GOTEST_FLAGS ?=
 E2E_TIMEOUT ?= 35m
+# How many of tests/e2e's parallel tests (those that time nothing, doc.go)
+# run at once, after its serial ones.
+E2E_PARALLEL ?= 3
 
 # Where the time of make test goes (internal/testtime): the go test runs of
 # e2e and charts-test keep their events in TIMES, make test records each
@@ -119,7 +122,7 @@ e2e: ## end-to-end tests on a local control plane (and, as root, real nodes)
 	@go build -o $(TESTTIME) ./internal/testtime/cmd/testtime
 	@rm -f $(TIMES)/e2e.json
 	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -json $$(go list $(E2E_PKGS) | grep -v -x 'github.com/fastover/fastover/tests/e2e') | $(TESTTIME) tee $(TIMES)/e2e.json
-	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -json $(E2E_ALONE) | $(TESTTIME) tee $(TIMES)/e2e.json
+	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -parallel $(E2E_PARALLEL) -json $(E2E_ALONE) | $(TESTTIME) tee $(TIMES)/e2e.json
 
 # make test runs the phases one after another, records each one's wall time
 # and, passed or failed, prints where the time went.

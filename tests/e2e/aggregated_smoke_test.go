@@ -28,6 +28,7 @@ import (
 // front proxy's certificate, and after the leader's SIGTERM the LIST names
 // the new leader.
 func TestAggregatedAPIServes(t *testing.T) {
+	t.Parallel()
 	ns := netns.ForTest(t, netns.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -27,6 +27,7 @@ import (
 // configuration's caBundle, and a forced renewal gives a new serving
 // certificate from the same CA, leaving the caBundle alone.
 func TestCertManagerIssuesChain(t *testing.T) {
+	t.Parallel()
 	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -30,6 +30,7 @@ import (
 // webhook serves the new certificate without a restart. The CA's key never
 // enters the cert dir the webhook reads.
 func TestCertsCommand(t *testing.T) {
+	t.Parallel()
 	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

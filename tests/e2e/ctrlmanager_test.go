@@ -24,6 +24,7 @@ import (
 // once, SIGKILL within about a lease duration, and each new leader
 // reconciles and is published.
 func TestCtrlManagerOperator(t *testing.T) {
+	t.Parallel()
 	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -130,6 +130,7 @@ type diffResult struct {
 // the same again, fixed cases and half as many generated ones, under a
 // rule that manages not-ready too.
 func TestDifferential(t *testing.T) {
+	t.Parallel()
 	seed, replayed, err := podgen.Seed()
 	require.NoError(t, err)
 	n, err := podgen.Count(diffCases)

@@ -19,6 +19,7 @@ import (
 // a pod with the API server's default 300s toleration stays bound to the
 // dead node.
 func TestTolerationDecidesFailover(t *testing.T) {
+	t.Parallel()
 	const grace = 10 * time.Second
 	env := cluster.Start(t, cluster.Options{NodeMonitorGracePeriod: grace, Nodes: []string{"node-a"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -29,6 +29,7 @@ import (
 // slices publish (through the API's watch), and dials it for the Service's
 // ClusterIP and port.
 func TestFollowerNeedsItsRole(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := cluster.Start(t, cluster.Options{})

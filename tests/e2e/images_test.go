@@ -40,6 +40,7 @@ import (
 // mounted directory while a client creates pods, and the webhook serves
 // the new one without a restart and without a failed admission.
 func TestImageWebhook(t *testing.T) {
+	t.Parallel()
 	pm := newPodman(t)
 	webhookImage := pm.load(t, "fastover-webhook")
 	certsImage := pm.load(t, "fastover-certs")
@@ -148,6 +149,7 @@ func TestImageWebhook(t *testing.T) {
 // elected and published; podman stop of its container hands over to a
 // new leader, which publishes itself within seconds.
 func TestImageExampleFleet(t *testing.T) {
+	t.Parallel()
 	pm := newPodman(t)
 	image := pm.load(t, "fastover-example")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -410,6 +412,7 @@ func (pm *podman) removeAll() {
 // directory (the emptyDir the controller's container mounts), where it
 // runs.
 func TestImageRunCopiesItself(t *testing.T) {
+	t.Parallel()
 	pm := newPodman(t)
 	img := pm.load(t, "fastover-run")
 	work := ownedDir(t)

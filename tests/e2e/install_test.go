@@ -39,6 +39,7 @@ const (
 // caBundle cert-manager injected, and a forced renewal of the serving
 // certificate costs no admission.
 func TestInstall(t *testing.T) {
+	t.Parallel()
 	env := cluster.Start(t, cluster.Options{Nodes: []string{"node-a", "node-b"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -28,6 +28,7 @@ import (
 // TestLeaderSliceCarriesTheTerm: the leader's slice names it and its term,
 // the Lease's transition count, which grows with every handover.
 func TestLeaderSliceCarriesTheTerm(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, f := startFleet(ctx, t, 2, shortDurations)
@@ -64,6 +65,7 @@ func TestLeaderSliceCarriesTheTerm(t *testing.T) {
 // number of that port in the leader's own Pod; a name its Pod lacks is
 // reported with a Warning Event.
 func TestLeaderNamedTargetPort(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := cluster.Start(t, cluster.Options{})
@@ -154,6 +156,7 @@ func viewEndpoints(ctx context.Context, f *fleet.Fleet) (endpointsView, error) {
 // (the leader's Endpoints object is labelled skip-mirror), while one does
 // for an unlabelled Endpoints object of another Service.
 func TestLeaderEndpointsReaders(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	env := cluster.Start(t, cluster.Options{})
@@ -316,6 +319,7 @@ func slicesByName(ctx context.Context, f *fleet.Fleet) (map[string]string, error
 // Endpoints object the primary family's; an IPv6-only Service gets an
 // IPv6 slice.
 func TestLeaderDualStack(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	env := cluster.Start(t, cluster.Options{APIServerFlags: []string{"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/108"}})

@@ -23,6 +23,7 @@ import (
 // leader's cache is undone; a steady leader writes nothing; a handover
 // counts no publish error.
 func TestLeaderPublishing(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	env := cluster.Start(t, cluster.Options{})
@@ -109,6 +110,7 @@ func TestLeaderPublishing(t *testing.T) {
 // TestLeaderRefusesAFamilyTheServiceDoesNotServe: an IPv6 address for an
 // IPv4 Service is not published; a Warning Event on the Service says why.
 func TestLeaderRefusesAFamilyTheServiceDoesNotServe(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, f := startFleet(ctx, t, 0, shortDurations)

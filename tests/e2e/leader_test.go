@@ -25,6 +25,7 @@ import (
 // TestLeaderThreeReplicas: three replicas, one leader, and the Service's
 // EndpointSlices list exactly it; every replica is ready.
 func TestLeaderThreeReplicas(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, f := startFleet(ctx, t, 3, shortDurations)
@@ -81,6 +82,7 @@ func TestLeaderThreeReplicas(t *testing.T) {
 // reported and left alone; with --remove-selector only the leader's slice
 // remains, and stays alone.
 func TestLeaderMigration(t *testing.T) {
+	t.Parallel()
 	env := cluster.Start(t, cluster.Options{Nodes: []string{"node-a", "node-b"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -285,6 +287,7 @@ func TestLeaderAPIServerRestart(t *testing.T) {
 // itself; on SIGTERM, with no standby to take its endpoint over, it
 // withdraws it (after a retry period); back, it publishes again.
 func TestLeaderSingleReplica(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, f := startFleet(ctx, t, 1, shortDurations)
@@ -312,6 +315,7 @@ func TestLeaderSingleReplica(t *testing.T) {
 // takes longer than the renew deadline to finish keeps the Lease until it
 // has, so no other replica works at the same time; then it hands over.
 func TestLeaderPlannedStopWaitsForTheWork(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const drain = 5 * time.Second // more than the lease duration (4s)

@@ -31,6 +31,7 @@ import (
 // names, with no address mapping. Skipped where the namespace cannot be made
 // (not root), unless $FASTOVER_REQUIRE_NETNS is set (CI).
 func TestNetnsControlPlane(t *testing.T) {
+	t.Parallel()
 	ns := netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
 	nsLink, err := os.Readlink(ns.Path())
 	require.NoError(t, err)

@@ -161,6 +161,7 @@ func injected(p *corev1.Pod) *corev1.Pod {
 // pods fastover set (the mark says so), by `kubectl fastover fix` and by
 // the reconciler, and not the pods whose toleration is the user's.
 func TestReconcilerPolicy(t *testing.T) {
+	t.Parallel()
 	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -34,6 +34,7 @@ import (
 // webhook, is counted in fastover_webhook_rule_reload_errors_total, and
 // is a clear error of the plugin.
 func TestRuleConfigMap(t *testing.T) {
+	t.Parallel()
 	env := cluster.Start(t, cluster.Options{Nodes: []string{"node-a"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

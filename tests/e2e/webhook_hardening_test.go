@@ -57,6 +57,7 @@ func webhookBinary(t *testing.T) string {
 // covers the shutdown delay and drain, and with failurePolicy Fail they
 // have a priority class the overlay ships.
 func TestWebhookManifestsHardening(t *testing.T) {
+	t.Parallel()
 	dir, err := install.Dir()
 	require.NoError(t, err)
 	for _, k := range []string{".", "overlays/tuned", "overlays/fail-closed"} {

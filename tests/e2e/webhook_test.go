@@ -26,6 +26,7 @@ import (
 // admission chain and checks, for each kind of pod, the effective
 // tolerations the taint-eviction controller would apply.
 func TestWebhookInjection(t *testing.T) {
+	t.Parallel()
 	env := cluster.Start(t, cluster.Options{Nodes: []string{"node-a"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -141,6 +142,7 @@ func TestWebhookInjection(t *testing.T) {
 // labelled namespace, on the same node; the node vanishes; the injected pod
 // is replaced within grace + 10s, the other stays.
 func TestWebhookNodeLoss(t *testing.T) {
+	t.Parallel()
 	const grace = 10 * time.Second
 	env := cluster.Start(t, cluster.Options{NodeMonitorGracePeriod: grace, Nodes: []string{"node-a"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -175,6 +177,7 @@ func injectedAndControl(ctx context.Context, t *testing.T, env *cluster.Env) {
 // Fail so that any failed admission is an error: none may fail, and new
 // TLS handshakes present the new certificate, without a restart.
 func TestWebhookCertRotation(t *testing.T) {
+	t.Parallel()
 	env := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
