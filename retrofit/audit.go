@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fastover/fastover/toleration"
@@ -184,6 +185,10 @@ type Scope struct {
 	// that are not enabled are reported out of scope. Without it (and
 	// without Namespace), only enabled namespaces are read.
 	AllNamespaces bool
+	// NamespaceSelector, if set, reads the namespaces whose labels it
+	// matches, enabled or not (as AllNamespaces does, narrowed); it
+	// cannot be combined with Namespace.
+	NamespaceSelector labels.Selector
 }
 
 // Audit lists the pods of the scope and classifies each. The result is
@@ -193,6 +198,9 @@ func (a Auditor) Audit(ctx context.Context, client kubernetes.Interface, scope S
 	if err != nil {
 		return nil, fmt.Errorf("list namespaces: %w", err)
 	}
+	if scope.Namespace != "" && scope.NamespaceSelector != nil {
+		return nil, fmt.Errorf("a namespace (%q) and a namespace selector (%q): give one", scope.Namespace, scope.NamespaceSelector)
+	}
 	enabled := map[string]bool{}
 	var read []string
 	for i := range nsList.Items {
@@ -200,6 +208,10 @@ func (a Auditor) Audit(ctx context.Context, client kubernetes.Interface, scope S
 		enabled[ns.Name] = Enabled(ns)
 		switch {
 		case scope.Namespace != "":
+		case scope.NamespaceSelector != nil:
+			if scope.NamespaceSelector.Matches(labels.Set(ns.Labels)) {
+				read = append(read, ns.Name)
+			}
 		case scope.AllNamespaces, enabled[ns.Name]:
 			read = append(read, ns.Name)
 		}
@@ -272,6 +284,45 @@ func NeedsFix(findings []Finding) int {
 		}
 	}
 	return n
+}
+
+// NamespaceSummary counts a namespace's findings by status.
+type NamespaceSummary struct {
+	Namespace  string `json:"namespace"`
+	Pods       int    `json:"pods"`
+	Fast       int    `json:"fast"`
+	NeedsFix   int    `json:"needsFix"`
+	Kept       int    `json:"kept"`
+	OutOfScope int    `json:"outOfScope"`
+}
+
+// Summarize counts findings by namespace and status, in namespace order;
+// a namespace without pods is not listed.
+func Summarize(findings []Finding) []NamespaceSummary {
+	var out []NamespaceSummary
+	index := map[string]int{}
+	for _, f := range findings {
+		i, ok := index[f.Namespace]
+		if !ok {
+			i = len(out)
+			index[f.Namespace] = i
+			out = append(out, NamespaceSummary{Namespace: f.Namespace})
+		}
+		s := &out[i]
+		s.Pods++
+		switch f.Status {
+		case StatusFast:
+			s.Fast++
+		case StatusNeedsFix:
+			s.NeedsFix++
+		case StatusKept:
+			s.Kept++
+		case StatusOutOfScope:
+			s.OutOfScope++
+		}
+	}
+	slices.SortFunc(out, func(x, y NamespaceSummary) int { return strings.Compare(x.Namespace, y.Namespace) })
+	return out
 }
 
 // Pod returns the pod the finding was made from.

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,6 +73,11 @@ func TestAudit(t *testing.T) {
 		{"one enabled namespace", Scope{Namespace: "shop"}, []string{"shop/a:needs-fix", "shop/b:needs-fix"}},
 		{"one namespace not enabled", Scope{Namespace: "other"}, []string{"other/o:out-of-scope"}},
 		{"an empty namespace", Scope{Namespace: "empty"}, nil},
+		{"a namespace selector", Scope{NamespaceSelector: selector(t, toleration.NamespaceLabel+"="+toleration.NamespaceLabelValue)}, []string{
+			"batch/fast:fast", "batch/x:needs-fix", "kube-system/dns:out-of-scope", "shop/a:needs-fix", "shop/b:needs-fix",
+		}},
+		{"a selector of namespaces not enabled", Scope{NamespaceSelector: selector(t, "!"+toleration.NamespaceLabel)}, []string{"other/o:out-of-scope"}},
+		{"a selector narrows -A", Scope{AllNamespaces: true, NamespaceSelector: selector(t, "!"+toleration.NamespaceLabel)}, []string{"other/o:out-of-scope"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(append(objs, namespace("empty", true))...)
@@ -88,6 +94,29 @@ func TestAudit(t *testing.T) {
 
 	_, err := a.Audit(ctx, fake.NewClientset(objs...), Scope{Namespace: "nowhere"})
 	assert.EqualError(t, err, `namespace "nowhere" not found`)
+	_, err = a.Audit(ctx, fake.NewClientset(objs...), Scope{Namespace: "shop", NamespaceSelector: selector(t, "team=a")})
+	assert.EqualError(t, err, `a namespace ("shop") and a namespace selector ("team=a"): give one`)
+}
+
+func selector(t *testing.T, s string) labels.Selector {
+	t.Helper()
+	sel, err := labels.Parse(s)
+	require.NoError(t, err)
+	return sel
+}
+
+func TestSummarize(t *testing.T) {
+	findings := []Finding{
+		{Namespace: "shop", Status: StatusNeedsFix}, {Namespace: "batch", Status: StatusFast},
+		{Namespace: "shop", Status: StatusFast}, {Namespace: "shop", Status: StatusKept},
+		{Namespace: "other", Status: StatusOutOfScope},
+	}
+	assert.Equal(t, []NamespaceSummary{
+		{Namespace: "batch", Pods: 1, Fast: 1},
+		{Namespace: "other", Pods: 1, OutOfScope: 1},
+		{Namespace: "shop", Pods: 3, Fast: 1, NeedsFix: 1, Kept: 1},
+	}, Summarize(findings))
+	assert.Nil(t, Summarize(nil))
 }
 
 func countStatus(entries []string, s Status) int {

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/fastover/fastover/retrofit/nodeloss"
 )
 
 // Hazards are the cases where a short unreachable toleration does not bring
@@ -54,14 +56,14 @@ type Hazard struct {
 }
 
 // ZoneState is a zone's state as the node lifecycle controller computes it
-// from its nodes' Ready conditions.
-type ZoneState string
+// from its nodes' Ready conditions (nodeloss.ComputeZoneState).
+type ZoneState = nodeloss.ZoneState
 
 // Zone states, named as kube-controller-manager logs them.
 const (
-	ZoneNormal            ZoneState = "Normal"
-	ZonePartialDisruption ZoneState = "PartialDisruption"
-	ZoneFullDisruption    ZoneState = "FullDisruption"
+	ZoneNormal            = nodeloss.Normal
+	ZonePartialDisruption = nodeloss.PartialDisruption
+	ZoneFullDisruption    = nodeloss.FullDisruption
 )
 
 // Zone is one zone of the cluster: nodes with the same region and zone
@@ -119,25 +121,34 @@ type HazardReport struct {
 const labelExcludeDisruption = "node.kubernetes.io/exclude-disruption"
 
 // Hazards lists the nodes and returns FindHazards' report for the audit's
-// findings. Not being allowed to list nodes (or any other failure to) is
-// not an error: the zones are then left unchecked, and the report says why.
-func Hazards(ctx context.Context, client kubernetes.Interface, findings []Finding, th ZoneThresholds) HazardReport {
+// findings, and the nodes, for PredictLoss. Not being allowed to list nodes
+// (or any other failure to) is not an error: the zones are then left
+// unchecked, the report says why, and the nodes are nil.
+func Hazards(ctx context.Context, client kubernetes.Interface, findings []Finding, th ZoneThresholds) (HazardReport, []corev1.Node) {
+	nodes, err := ListNodes(ctx, client)
+	if err != nil {
+		r := FindHazards(findings, nil, th)
+		r.Zones, r.ZonesUnchecked = nil, err.Error()
+		return r, nil
+	}
+	return FindHazards(findings, nodes, th), nodes
+}
+
+// ListNodes lists the cluster's nodes, 500 at a time.
+func ListNodes(ctx context.Context, client kubernetes.Interface) ([]corev1.Node, error) {
 	var nodes []corev1.Node
 	opts := metav1.ListOptions{Limit: 500}
 	for {
 		list, err := client.CoreV1().Nodes().List(ctx, opts)
 		if err != nil {
-			r := FindHazards(findings, nil, th)
-			r.Zones, r.ZonesUnchecked = nil, fmt.Sprintf("cannot list nodes: %v", err)
-			return r
+			return nil, fmt.Errorf("cannot list nodes: %w", err)
 		}
 		nodes = append(nodes, list.Items...)
 		if list.Continue == "" {
-			break
+			return nodes, nil
 		}
 		opts.Continue = list.Continue
 	}
-	return FindHazards(findings, nodes, th)
 }
 
 // FindHazards finds, among the pods that have (StatusFast) or would get
@@ -170,7 +181,7 @@ func FindHazards(findings []Finding, nodes []corev1.Node, th ZoneThresholds) Haz
 			r.Pods = append(r.Pods, Hazard{
 				Namespace: f.Namespace, Name: f.Name, Node: f.Node, Kind: HazardDisruptedZone,
 				Reason: fmt.Sprintf("zone %s is in %s (%d of %d nodes not ready): kube-controller-manager's evictions there are %s",
-					zoneLabel(z.Name), z.State, z.NotReady, z.Nodes, z.Evictions),
+					ZoneLabel(z.Name), z.State, z.NotReady, z.Nodes, z.Evictions),
 				Advice: disruptedZoneAdvice,
 			})
 		}
@@ -216,8 +227,8 @@ func zoneKey(n *corev1.Node) string {
 	return region + "/" + zone
 }
 
-// zoneLabel names a zone for people: "" is every node without zone labels.
-func zoneLabel(name string) string {
+// ZoneLabel names a zone for people: "" is every node without zone labels.
+func ZoneLabel(name string) string {
 	if name == "" {
 		return "<no zone labels>"
 	}
@@ -250,7 +261,7 @@ func computeZones(nodes []corev1.Node, th ZoneThresholds) ([]Zone, map[string]st
 	zones := make([]Zone, 0, len(byName))
 	allFull := len(byName) > 0
 	for _, z := range byName {
-		z.State = zoneState(z.Nodes-z.NotReady, z.NotReady, th.Unhealthy)
+		z.State = nodeloss.ComputeZoneState(z.Nodes-z.NotReady, z.NotReady, th.Unhealthy)
 		allFull = allFull && z.State == ZoneFullDisruption
 		z.StopsAt = stopsAt(z.Nodes, th.Unhealthy)
 		zones = append(zones, *z)
@@ -264,25 +275,8 @@ func computeZones(nodes []corev1.Node, th ZoneThresholds) ([]Zone, map[string]st
 
 // nodeReady reports whether the node's Ready condition is True.
 func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// zoneState is the node lifecycle controller's rule: no ready node is a
-// full disruption; more than 2 not ready and at least the threshold's
-// fraction a partial one.
-func zoneState(ready, notReady int, unhealthy float64) ZoneState {
-	switch {
-	case ready == 0 && notReady > 0:
-		return ZoneFullDisruption
-	case notReady > 2 && float32(notReady)/float32(ready+notReady) >= float32(unhealthy):
-		return ZonePartialDisruption
-	}
-	return ZoneNormal
+	c := readyCondition(n)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // stopsAt is the smallest number of not-ready nodes that disrupts a zone of
@@ -290,7 +284,7 @@ func zoneState(ready, notReady int, unhealthy float64) ZoneState {
 // stops evictions only when every zone is fully disrupted).
 func stopsAt(n int, unhealthy float64) int {
 	for k := 3; k < n; k++ {
-		if zoneState(n-k, k, unhealthy) == ZonePartialDisruption {
+		if nodeloss.ComputeZoneState(n-k, k, unhealthy) == ZonePartialDisruption {
 			return k
 		}
 	}

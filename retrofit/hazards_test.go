@@ -72,7 +72,8 @@ func auditWithHazards(t *testing.T, objs ...runtime.Object) ([]Finding, HazardRe
 	client := fake.NewClientset(append([]runtime.Object{namespace("shop", true)}, objs...)...)
 	findings, err := Auditor{Rule: toleration.DefaultRule()}.Audit(context.Background(), client, Scope{})
 	require.NoError(t, err)
-	return findings, Hazards(context.Background(), client, findings, DefaultZoneThresholds())
+	r, _ := Hazards(context.Background(), client, findings, DefaultZoneThresholds())
+	return findings, r
 }
 
 func TestHazardsStatefulSet(t *testing.T) {
@@ -189,7 +190,8 @@ func TestHazardsWithoutNodes(t *testing.T) {
 	client.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, forbidden })
 	findings, err := Auditor{Rule: toleration.DefaultRule()}.Audit(context.Background(), client, Scope{})
 	require.NoError(t, err)
-	r := Hazards(context.Background(), client, findings, DefaultZoneThresholds())
+	r, nodes := Hazards(context.Background(), client, findings, DefaultZoneThresholds())
+	assert.Nil(t, nodes)
 	assert.Equal(t, []string{"shop/db-0:statefulset"}, hazardNames(r))
 	assert.Nil(t, r.Zones)
 	assert.Contains(t, r.ZonesUnchecked, "cannot list nodes:")
@@ -212,7 +214,8 @@ func TestHazardsNodePages(t *testing.T) {
 		}
 		return true, page, nil
 	})
-	r := Hazards(context.Background(), client, nil, DefaultZoneThresholds())
+	r, nodes := Hazards(context.Background(), client, nil, DefaultZoneThresholds())
+	assert.Len(t, nodes, 4, "every page")
 	assert.Equal(t, []string{"", "next"}, continues)
 	require.Len(t, r.Zones, 1)
 	assert.Equal(t, 4, r.Zones[0].Nodes)

@@ -5,27 +5,49 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fastover/fastover/retrofit"
+	"github.com/fastover/fastover/retrofit/nodeloss"
 )
 
 // hazardFlags are audit's flags for the zone checks: kube-controller-manager's
 // values, which the audit cannot read from the cluster.
 type hazardFlags struct {
 	th retrofit.ZoneThresholds
-	// report is the audit's, once find has run.
-	report *retrofit.HazardReport
+	// model are the node lifecycle model's other flags; lose is --lose.
+	model nodeloss.Flags
+	lose  string
+	loss  *retrofit.Loss
+	// report and prediction are the audit's, once find has run.
+	report     *retrofit.HazardReport
+	prediction *retrofit.LossPrediction
 }
 
 func (h *hazardFlags) addFlags(flags *pflag.FlagSet) {
 	h.th = retrofit.DefaultZoneThresholds()
+	h.model = nodeloss.DefaultFlags()
 	flags.Float64Var(&h.th.Unhealthy, "unhealthy-zone-threshold", h.th.Unhealthy,
-		"kube-controller-manager's --unhealthy-zone-threshold, for the zone checks")
+		"kube-controller-manager's --unhealthy-zone-threshold, for the zone checks and the node loss model")
 	flags.IntVar(&h.th.LargeCluster, "large-cluster-size-threshold", h.th.LargeCluster,
-		"kube-controller-manager's --large-cluster-size-threshold, for the zone checks")
+		"kube-controller-manager's --large-cluster-size-threshold, for the zone checks and the node loss model")
+	flags.StringVar(&h.lose, "lose", "",
+		"predict a loss of nodes now: N (N nodes of the largest zone), zone=ZONE, zone=ZONE:N or nodes=NAME,...")
+	flags.DurationVar(&h.model.NodeMonitorGracePeriod, "node-monitor-grace-period", h.model.NodeMonitorGracePeriod,
+		"kube-controller-manager's --node-monitor-grace-period, for the node loss model")
+	flags.DurationVar(&h.model.NodeMonitorPeriod, "node-monitor-period", h.model.NodeMonitorPeriod,
+		"kube-controller-manager's --node-monitor-period, for the node loss model")
+	flags.Float64Var(&h.model.NodeEvictionRate, "node-eviction-rate", h.model.NodeEvictionRate,
+		"kube-controller-manager's --node-eviction-rate (taints per second per zone), for the node loss model")
+	flags.Float64Var(&h.model.SecondaryNodeEvictionRate, "secondary-node-eviction-rate", h.model.SecondaryNodeEvictionRate,
+		"kube-controller-manager's --secondary-node-eviction-rate, for the node loss model")
+	flags.Float64Var(&h.model.KubeAPIQPS, "kube-api-qps", h.model.KubeAPIQPS,
+		"kube-controller-manager's --kube-api-qps, for the node loss model")
+	flags.IntVar(&h.model.KubeAPIBurst, "kube-api-burst", h.model.KubeAPIBurst,
+		"kube-controller-manager's --kube-api-burst, for the node loss model")
 }
 
 func (h *hazardFlags) validate() error {
@@ -35,13 +57,40 @@ func (h *hazardFlags) validate() error {
 	if h.th.LargeCluster < 0 {
 		return fmt.Errorf("--large-cluster-size-threshold %d: must not be negative", h.th.LargeCluster)
 	}
+	h.model.UnhealthyZoneThreshold, h.model.LargeClusterSizeThreshold = h.th.Unhealthy, h.th.LargeCluster
+	if err := h.model.Validate(); err != nil {
+		return err
+	}
+	h.loss = nil
+	if h.lose != "" {
+		l, err := retrofit.ParseLoss(h.lose)
+		if err != nil {
+			return err
+		}
+		h.loss = &l
+	}
 	return nil
 }
 
-// find checks the audit's findings for hazards.
-func (h *hazardFlags) find(ctx context.Context, client kubernetes.Interface, findings []retrofit.Finding) {
-	r := retrofit.Hazards(ctx, client, findings, h.th)
+// find checks the audit's findings for hazards, and predicts the loss of
+// the nodes not Ready now, or of --lose's.
+func (h *hazardFlags) find(ctx context.Context, client kubernetes.Interface, findings []retrofit.Finding) error {
+	r, nodes := retrofit.Hazards(ctx, client, findings, h.th)
 	h.report = &r
+	if r.ZonesUnchecked != "" {
+		if h.loss != nil {
+			return fmt.Errorf("--lose: %s", r.ZonesUnchecked)
+		}
+		return nil
+	}
+	p, err := retrofit.PredictLoss(findings, nodes, h.model, h.loss, time.Now())
+	if err != nil {
+		return err
+	}
+	if len(p.Nodes) > 0 {
+		h.prediction = &p
+	}
+	return nil
 }
 
 // printHazards writes, under the audit's table, the pods a short toleration
@@ -81,10 +130,6 @@ func printHazards(w io.Writer, r *retrofit.HazardReport, th retrofit.ZoneThresho
 	}
 	_, _ = fmt.Fprintf(w, "\nZones (--unhealthy-zone-threshold %v, --large-cluster-size-threshold %d):\n", th.Unhealthy, th.LargeCluster)
 	for _, z := range r.Zones {
-		name := z.Name
-		if name == "" {
-			name = "<no zone labels>"
-		}
 		stops := "stop only if all its nodes and every other zone's are lost"
 		if z.StopsAt > 0 {
 			verb := "stop"
@@ -94,7 +139,7 @@ func printHazards(w io.Writer, r *retrofit.HazardReport, th retrofit.ZoneThresho
 			stops = fmt.Sprintf("%s when %d of its nodes are not ready at once", verb, z.StopsAt)
 		}
 		if _, err := fmt.Fprintf(w, "  %s: %s, %d not ready, %s; evictions %s (they %s)\n",
-			name, plural(z.Nodes, "node"), z.NotReady, z.State, z.Evictions, stops); err != nil {
+			retrofit.ZoneLabel(z.Name), plural(z.Nodes, "node"), z.NotReady, z.State, z.Evictions, stops); err != nil {
 			return err
 		}
 	}

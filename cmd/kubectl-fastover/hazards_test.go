@@ -68,6 +68,12 @@ func TestHazardFlagsBadInput(t *testing.T) {
 		{[]string{"audit", "--unhealthy-zone-threshold=half"}, `invalid argument "half"`},
 		{[]string{"audit", "--large-cluster-size-threshold=-1"}, "--large-cluster-size-threshold -1: must not be negative"},
 		{[]string{"fix", "--large-cluster-size-threshold=10"}, "unknown flag: --large-cluster-size-threshold"},
+		{[]string{"audit", "--lose=zero"}, `--lose "zero": "zero" is not a count of nodes`},
+		{[]string{"audit", "--lose=rack=r1"}, `--lose "rack=r1": unknown key "rack"`},
+		{[]string{"audit", "--node-eviction-rate=-1"}, "--node-eviction-rate -1: must not be negative"},
+		{[]string{"audit", "--node-monitor-grace-period=0s"}, "--node-monitor-grace-period 0s: must be positive"},
+		{[]string{"audit", "--kube-api-qps=0"}, "--kube-api-qps 0: must be positive"},
+		{[]string{"fix", "--lose=3"}, "unknown flag: --lose"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tc.args, &stdout, &stderr)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -32,7 +33,7 @@ import (
 // Exit codes.
 const (
 	exitOK       = 0
-	exitNeedsFix = 1 // audit found pods to fix; fix failed on some
+	exitNeedsFix = 1 // audit found pods to fix; fix failed on some; leaders found a problem
 	exitError    = 2
 )
 
@@ -53,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, errNeedsFix):
+	case errors.Is(err, errNeedsFix), errors.Is(err, errAttention):
 		return exitNeedsFix
 	default:
 		_, _ = fmt.Fprintln(stderr, "error:", err)
@@ -71,6 +72,10 @@ type options struct {
 	ruleFlags     *pflag.FlagSet // bound to rule
 	ruleFrom      string         // where rule comes from, set by setup
 	hazards       hazardFlags    // audit's
+	// nsSelector is audit's and fix's --namespace-selector; summary is
+	// audit's --summary.
+	nsSelector string
+	summary    bool
 
 	// installation is the mode audit found.
 	installation *retrofit.Installation
@@ -95,7 +100,7 @@ read too; rule flags given here override it.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	o.addFlags(root.PersistentFlags())
-	root.AddCommand(newAuditCommand(o), newFixCommand(o))
+	root.AddCommand(newAuditCommand(o), newFixCommand(o), newWrapCommand(o), newLeadersCommand(o))
 	return root
 }
 
@@ -127,6 +132,16 @@ func (o *options) setup(cmd *cobra.Command) (kubernetes.Interface, retrofit.Scop
 	default:
 		return nil, retrofit.Scope{}, fmt.Errorf("--output %q: want table, json or yaml", o.output)
 	}
+	var selector labels.Selector
+	if o.nsSelector != "" {
+		if o.config.Namespace != nil && *o.config.Namespace != "" {
+			return nil, retrofit.Scope{}, fmt.Errorf("--namespace %q and --namespace-selector %q: give one", *o.config.Namespace, o.nsSelector)
+		}
+		var err error
+		if selector, err = labels.Parse(o.nsSelector); err != nil {
+			return nil, retrofit.Scope{}, fmt.Errorf("--namespace-selector %q: %w", o.nsSelector, err)
+		}
+	}
 	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
 		return nil, retrofit.Scope{}, err
@@ -145,7 +160,15 @@ func (o *options) setup(cmd *cobra.Command) (kubernetes.Interface, retrofit.Scop
 	if !o.allNamespaces && o.config.Namespace != nil && *o.config.Namespace != "" {
 		scope.Namespace = *o.config.Namespace
 	}
+	scope.NamespaceSelector = selector
 	return client, scope, nil
+}
+
+// addScopeFlags defines the flags that pick namespaces by their labels
+// (audit's and fix's).
+func (o *options) addScopeFlags(flags *pflag.FlagSet) {
+	flags.StringVar(&o.nsSelector, "namespace-selector", "",
+		"the namespaces whose labels match this selector (kubectl's syntax, e.g. team=shop,env!=dev), enabled or not; not with -n")
 }
 
 func newAuditCommand(o *options) *cobra.Command {
@@ -171,7 +194,9 @@ func newAuditCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o.hazards.find(cmd.Context(), client, findings)
+			if err := o.hazards.find(cmd.Context(), client, findings); err != nil {
+				return err
+			}
 			if err := o.printFindings(cmd.OutOrStdout(), findings); err != nil {
 				return err
 			}
@@ -182,6 +207,8 @@ func newAuditCommand(o *options) *cobra.Command {
 		},
 	}
 	o.hazards.addFlags(cmd.Flags())
+	o.addScopeFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&o.summary, "summary", false, "one line per namespace (its pods by status) instead of one per pod")
 	return cmd
 }
 
@@ -219,6 +246,7 @@ a toleration of the user's own, DaemonSet and mirror pods).`,
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "send the patches as a server-side dry run: validated and admitted, not stored")
+	o.addScopeFlags(cmd.Flags())
 	return cmd
 }
 
@@ -299,6 +327,8 @@ func (r fixReport) print(w io.Writer, format string, dryRun bool) error {
 type auditReport struct {
 	Pods    []retrofit.Finding `json:"pods"`
 	Summary map[string]int     `json:"summary"`
+	// Namespaces counts the pods of each namespace by status.
+	Namespaces []retrofit.NamespaceSummary `json:"namespaces"`
 	// Rule is the rule applied, as the webhook's flags; RuleFrom says
 	// where it was read.
 	Rule     []string `json:"rule"`
@@ -308,6 +338,9 @@ type auditReport struct {
 	// Hazards are the pods the toleration does not bring back by itself,
 	// and the zones.
 	Hazards *retrofit.HazardReport `json:"hazards,omitempty"`
+	// NodeLoss is the node loss model's prediction for the nodes not
+	// Ready now, or for --lose's.
+	NodeLoss *retrofit.LossPrediction `json:"nodeLoss,omitempty"`
 }
 
 func (o *options) printFindings(w io.Writer, findings []retrofit.Finding) error {
@@ -320,23 +353,40 @@ func (o *options) printFindings(w io.Writer, findings []retrofit.Finding) error 
 		if findings == nil {
 			findings = []retrofit.Finding{}
 		}
-		return encode(w, format, auditReport{Pods: findings, Summary: counts, Rule: o.rule.Flags(), RuleFrom: o.ruleFrom, Installation: o.installation, Hazards: o.hazards.report})
+		byNamespace := retrofit.Summarize(findings)
+		if byNamespace == nil {
+			byNamespace = []retrofit.NamespaceSummary{}
+		}
+		return encode(w, format, auditReport{Pods: findings, Summary: counts, Namespaces: byNamespace, Rule: o.rule.Flags(), RuleFrom: o.ruleFrom, Installation: o.installation, Hazards: o.hazards.report, NodeLoss: o.hazards.prediction})
 	}
 	if err := printInstallation(w, o.installation); err != nil {
 		return err
 	}
 	if len(findings) == 0 {
-		_, err := fmt.Fprintln(w, "No pods found in namespaces labelled fastover.io/inject=enabled.")
-		return err
+		msg := "No pods found in namespaces labelled fastover.io/inject=enabled."
+		if o.nsSelector != "" {
+			msg = fmt.Sprintf("No pods found in namespaces matching %q.", o.nsSelector)
+		}
+		if _, err := fmt.Fprintln(w, msg); err != nil {
+			return err
+		}
+		return printLoss(w, o.hazards.prediction, o.hazards.model)
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "NAMESPACE\tPOD\tNODE\tUNREACHABLE\tNOT-READY\tSTATUS\tREASON")
-	for _, f := range findings {
-		node := f.Node
-		if node == "" {
-			node = "<none>"
+	if o.summary {
+		_, _ = fmt.Fprintln(tw, "NAMESPACE\tPODS\tFAST\tNEED FIXING\tKEPT\tOUT OF SCOPE")
+		for _, s := range retrofit.Summarize(findings) {
+			_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", s.Namespace, s.Pods, s.Fast, s.NeedsFix, s.Kept, s.OutOfScope)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Namespace, f.Name, node, f.Unreachable, f.NotReady, f.Status, f.Reason)
+	} else {
+		_, _ = fmt.Fprintln(tw, "NAMESPACE\tPOD\tNODE\tUNREACHABLE\tNOT-READY\tSTATUS\tREASON")
+		for _, f := range findings {
+			node := f.Node
+			if node == "" {
+				node = "<none>"
+			}
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Namespace, f.Name, node, f.Unreachable, f.NotReady, f.Status, f.Reason)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -350,7 +400,10 @@ func (o *options) printFindings(w io.Writer, findings []retrofit.Finding) error 
 	if err != nil {
 		return err
 	}
-	return printHazards(w, o.hazards.report, o.hazards.th)
+	if err := printHazards(w, o.hazards.report, o.hazards.th); err != nil {
+		return err
+	}
+	return printLoss(w, o.hazards.prediction, o.hazards.model)
 }
 
 func encode(w io.Writer, format string, v any) error {

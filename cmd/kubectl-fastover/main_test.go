@@ -18,6 +18,9 @@ func TestBadInputIsAClearError(t *testing.T) {
 		{[]string{"fix", "--not-ready-toleration-seconds=soon"}, `want a non-negative integer, got "soon"`},
 		{[]string{"audit", "extra"}, `unknown command "extra"`},
 		{[]string{"repair"}, `unknown command "repair"`},
+		{[]string{"audit", "-n", "shop", "--namespace-selector", "team=a"}, `--namespace "shop" and --namespace-selector "team=a": give one`},
+		{[]string{"fix", "--namespace-selector", "team in (a"}, `--namespace-selector "team in (a":`},
+		{[]string{"leaders", "--namespace-selector", "team=a"}, `unknown flag: --namespace-selector`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tc.args, &stdout, &stderr)

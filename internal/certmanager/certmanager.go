@@ -2,9 +2,7 @@ package certmanager
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,12 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/install"
 )
 
 const (
@@ -235,21 +233,11 @@ func decodeFile(path string) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 64<<10)
-	var objs []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(m) == 0 {
-			continue // an empty document
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
+	objs, err := install.Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return objs, nil
 }
 
 // WaitReady waits until the Certificate namespace/name has the condition

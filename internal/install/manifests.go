@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fastover/fastover/internal/cluster"
 )
@@ -37,7 +40,8 @@ func Dir() (string, error) {
 }
 
 // Kustomizations lists, relative to dir, every directory under dir that
-// holds a kustomization.yaml ("." for dir itself), sorted.
+// holds a kustomization.yaml ("." for dir itself), sorted; components
+// (kind: Component) are left out, as they build only within another.
 func Kustomizations(dir string) ([]string, error) {
 	var out []string
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
@@ -45,6 +49,19 @@ func Kustomizations(dir string) ([]string, error) {
 			return err
 		}
 		if d.IsDir() || d.Name() != "kustomization.yaml" {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var k struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(data, &k); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if k.Kind == "Component" {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, filepath.Dir(path))
@@ -80,6 +97,26 @@ func Render(dir string) ([]*unstructured.Unstructured, error) {
 		objs = append(objs, o)
 	}
 	return objs, nil
+}
+
+// Decode returns the objects of a YAML (or JSON) stream of one or more
+// documents, empty documents left out.
+func Decode(r io.Reader) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 64<<10)
+	var objs []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, err
+		}
+		if len(m) == 0 {
+			continue // an empty document
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
 }
 
 // Find returns the object of the given kind and name in objs, or nil.

@@ -203,3 +203,14 @@ func TestExampleMatchesTheLeaderLibrary(t *testing.T) {
 func countPrefix(list []string, prefix string) int {
 	return len(slices.DeleteFunc(slices.Clone(list), func(s string) bool { return !strings.HasPrefix(s, prefix) }))
 }
+
+func TestDecode(t *testing.T) {
+	objs, err := install.Decode(strings.NewReader("apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\n---\n{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"b\"}}\n"))
+	require.NoError(t, err)
+	require.Len(t, objs, 2, "the empty document is left out")
+	assert.Equal(t, "Service", objs[0].GetKind())
+	assert.Equal(t, "b", objs[1].GetName())
+
+	_, err = install.Decode(strings.NewReader("kind: [\n"))
+	assert.Error(t, err)
+}

@@ -22,7 +22,7 @@ import (
 )
 
 // built are the commands the chart tests run, built for this run.
-var built = &commands.Set{Packages: []string{"./cmd/fastover-webhook", "./examples/fastover-example"}}
+var built = &commands.Set{Packages: []string{"./cmd/fastover-webhook", "./examples/fastover-example", "./cmd/kubectl-fastover"}}
 
 // binary returns the path of one of fastover's commands, built once per
 // test run.

@@ -39,6 +39,7 @@ const hazardGrace = 10 * time.Second
 //     pods stay bound to dead nodes, while a leader-library fleet that lost
 //     its leader at the same moment fails over within its lease.
 func TestHazards(t *testing.T) {
+	t.Parallel()
 	binary(t, "fastover-webhook") // built before the clock starts
 	env := cluster.Start(t, cluster.Options{NodeMonitorGracePeriod: hazardGrace})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -107,6 +108,17 @@ func TestHazards(t *testing.T) {
 		table, _ := kubectlFastover(ctx, t, env, "audit", "-n", ns, "--rule-config=")
 		assert.Contains(t, table, "Warning: the toleration does not bring these pods back from a lost node by itself")
 		t.Logf("kubectl fastover audit -n %s:\n%s", ns, table)
+
+		// A loss to come, predicted by the node loss model with this
+		// control plane's grace period: all of zone b, fully disrupted
+		// while zone a is not, so tainted at the normal rate.
+		lose := []string{"audit", "-n", ns, "--rule-config=", "--lose=zone=local/b", "--node-monitor-grace-period=" + hazardGrace.String()}
+		table, _ = kubectlFastover(ctx, t, env, lose...)
+		assert.Contains(t, table, "Node loss predicted for a loss of zone=local/b now")
+		assert.Contains(t, table, "3 nodes lost: the last taint +")
+		assert.Contains(t, table, ", 0 never tainted.")
+		assert.Contains(t, table, "zone local/b (3 nodes): +0s Normal (0.1/s), then +15s FullDisruption (0.1/s)")
+		t.Logf("kubectl fastover %s:\n%s", strings.Join(lose, " "), table)
 	})
 
 	// Somewhere for replacements to go, in each zone.

@@ -9,13 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fastover/fastover/internal/cluster"
-	"github.com/fastover/fastover/internal/fleet"
 )
 
 // TestTerminatingStandbyStaysOut: a standby whose Pod is deleted while
@@ -30,30 +27,16 @@ import (
 // duration twice over, and says why (its log, a Leaving Event); a replica
 // started in a live Pod then takes the Lease.
 func TestTerminatingStandbyStaysOut(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	env := cluster.Start(t, cluster.Options{})
-	const ns, finalizer = "ha", "fastover.io/test-hold"
+	const ns = "ha"
 	require.NoError(t, env.CreateNamespace(ctx, ns, nil))
 	f := newFleet(t, env, ns, "ctl", shortDurations)
 	require.NoError(t, f.CreateService(ctx, nil))
+	addPodReplicas(ctx, t, f, 3, nil)
 	pods := env.Client.CoreV1().Pods(ns)
-	for n := 1; n <= 3; n++ {
-		r := fleet.NewReplica(f.Name, n)
-		p, err := pods.Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: r.ID, Finalizers: []string{finalizer}},
-			Spec: corev1.PodSpec{
-				SchedulingGates: []corev1.PodSchedulingGate{{Name: finalizer}},
-				Containers:      []corev1.Container{{Name: "ctl", Image: "fastover.test/none"}},
-			},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		r.Environ = []string{"POD_NAME=" + p.Name, "POD_NAMESPACE=" + ns, "POD_UID=" + string(p.UID), "CONTAINER_NAME=ctl"}
-		f.Replicas = append(f.Replicas, r)
-		t.Cleanup(func() {
-			_, _ = pods.Patch(context.Background(), p.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
-		})
-	}
 	first, standby, late := f.Replicas[0], f.Replicas[1], f.Replicas[2]
 	require.NoError(t, f.Start(first))
 	require.Equal(t, first.ID, waitServing(ctx, t, f, "", time.Minute))

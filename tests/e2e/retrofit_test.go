@@ -94,6 +94,7 @@ func podVersions(ctx context.Context, t *testing.T, env *cluster.Env, ns string)
 // by `kubectl fastover fix` or the reconciler, and then leave a lost node
 // like injected ones.
 func TestRetrofit(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	r := newLegacyCluster(ctx, t)
@@ -197,6 +198,16 @@ func (r *legacyCluster) audit(t *testing.T) {
 	assert.Contains(t, table, "NAMESPACE  POD")
 	assert.Contains(t, table, "created before fastover was installed")
 	t.Logf("kubectl fastover audit:\n%s", table)
+
+	// Namespaces picked by their labels (the API server's own
+	// kubernetes.io/metadata.name), enabled or not, one line each.
+	sum, code := kubectlFastover(ctx, t, env, "audit", "--summary", "--namespace-selector", "kubernetes.io/metadata.name in (control,"+ns+")")
+	assert.Equal(t, 1, code, sum)
+	assert.Regexp(t, `(?m)^NAMESPACE\s+PODS\s+FAST\s+NEED FIXING\s+KEPT\s+OUT OF SCOPE$`, sum)
+	assert.Regexp(t, `(?m)^control\s+1\s+0\s+0\s+0\s+1$`, sum)
+	assert.Regexp(t, `(?m)^`+ns+`\s+4\s+0\s+1\s+3\s+0$`, sum)
+	assert.NotContains(t, sum, "default", "a namespace the selector does not match")
+	t.Logf("kubectl fastover audit --summary --namespace-selector ...:\n%s", sum)
 }
 
 // fix: --dry-run changes nothing; fix patches exactly the pod that needs it, in place.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,10 +20,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fastover/fastover/internal/acting"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/internal/install"
 	"github.com/fastover/fastover/tests/harness/faultproxy"
 )
 
@@ -88,8 +91,8 @@ func serveWrapped() int {
 }
 
 // TestRunMakesAProcessActiveStandby: three replicas of fastover-run, each
-// wrapping a program that knows nothing of leaders, with a Role as the
-// docs give it, each through a proxy to the API server that can cut it
+// wrapping a program that knows nothing of leaders, with the Role and the
+// flags `kubectl fastover wrap` writes for its Deployment, each through a proxy to the API server that can cut it
 // off. Only the leader runs the program; it is published once the
 // program answers its readiness check, not before. Then each way a
 // leader's term ends:
@@ -111,14 +114,19 @@ func TestRunMakesAProcessActiveStandby(t *testing.T) {
 	d := fleet.Durations{Lease: 3 * time.Second, Renew: 2 * time.Second, Retry: 500 * time.Millisecond}
 	env := cluster.Start(t, cluster.Options{})
 	const ns, svc = "run", "wrapped"
-	require.NoError(t, env.CreateNamespace(ctx, ns, nil))
+	// Pod Security's restricted profile: what wrap adds keeps a pod in it.
+	require.NoError(t, env.CreateNamespace(ctx, ns, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}))
 	run := binary(t, "fastover-run")
 	self, err := os.Executable()
 	require.NoError(t, err)
 	f, err := fleet.New(env, run, ns, svc, d)
 	require.NoError(t, err)
-	require.NoError(t, f.CreateService(ctx, nil))
-	kubeconfig, err := env.KubeconfigFor(ctx, ns, svc, fleet.LeaderRole)
+	// The workload as its maintainers ship it, a Service with a selector
+	// and a Deployment, made active/standby by kubectl fastover wrap and
+	// applied: the replicas below run as its ServiceAccount, with the Role
+	// wrap wrote, and with the flags of the command line it wrote.
+	wrappedFlags := applyWrapped(ctx, t, env, ns, svc, f.Port)
+	kubeconfig, err := env.KubeconfigAs(ctx, ns, "default")
 	require.NoError(t, err)
 	token := kubeconfigToken(t, kubeconfig)
 	actingLog := filepath.Join(env.Dir, "acting.log")
@@ -140,15 +148,17 @@ func TestRunMakesAProcessActiveStandby(t *testing.T) {
 				return nil, err
 			}
 			local := "127.0.0." + strconv.Itoa(r.N)
-			return []string{
-				"--kubeconfig=" + path, "--namespace=" + ns, "--lease=" + svc, "--service=" + svc,
-				"--id=" + r.ID, "--address=" + r.Address(),
-				"--ready-http=http://" + local + ":" + strconv.Itoa(f.Port) + "/",
-				"--probe-address=" + local + ":" + strconv.Itoa(probes[0]),
-				"--lease-duration=" + d.Lease.String(), "--renew-deadline=" + d.Renew.String(), "--retry-period=" + d.Retry.String(),
-				"--grace-period=5s",
+			// What a pod gets from the downward API and the kubelet's
+			// network, and the short timings of these tests, after wrap's
+			// flags (a later flag wins).
+			return append(slices.Clone(wrappedFlags),
+				"--kubeconfig="+path, "--namespace="+ns,
+				"--id="+r.ID, "--address="+r.Address(),
+				"--ready-http=http://"+local+":"+strconv.Itoa(f.Port)+"/",
+				"--probe-address="+local+":"+strconv.Itoa(probes[0]),
+				"--lease-duration="+d.Lease.String(), "--renew-deadline="+d.Renew.String(), "--retry-period="+d.Retry.String(),
 				"--", self,
-			}, nil
+			), nil
 		}))
 	}
 	for n := 1; n <= 3; n++ {
@@ -263,4 +273,69 @@ func TestRunMakesAProcessActiveStandby(t *testing.T) {
 	require.ErrorAs(t, exitErr, &ee)
 	assert.Equal(t, 1, ee.ExitCode())
 	assert.Contains(t, p.Tail(10), "lacks: get endpointslices.discovery.k8s.io")
+}
+
+// applyWrapped pipes a Service with a selector and a one-replica
+// Deployment annotated for fastover-run through `kubectl fastover wrap`,
+// applies the result server-side, and returns the flags wrap put before
+// the container's command, once it has checked them.
+func applyWrapped(ctx context.Context, t *testing.T, env *cluster.Env, ns, svc string, port int) []string {
+	t.Helper()
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  selector: {app: %[1]s}
+  ports: [{name: http, port: 80, targetPort: %[3]d}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+      annotations: {fastover.io/run-lease: %[1]s, fastover.io/run-service: %[1]s}
+    spec:
+      containers:
+      - name: server
+        image: example.com/server:v1
+        command: [/server, --listen=:%[3]d]
+        readinessProbe: {httpGet: {path: /, port: %[3]d}}
+        securityContext:
+          runAsNonRoot: true
+          allowPrivilegeEscalation: false
+          capabilities: {drop: [ALL]}
+          seccompProfile: {type: RuntimeDefault}
+`, svc, ns, port)
+	cmd := exec.CommandContext(ctx, binary(t, "kubectl-fastover"), "wrap")
+	cmd.Stdin = strings.NewReader(manifest)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	objs, err := install.Decode(strings.NewReader(string(out)))
+	require.NoError(t, err)
+	require.Len(t, objs, 4, "the Service, the Deployment, a Role and a RoleBinding:\n%s", out)
+	applier, err := install.NewApplier(env.Config)
+	require.NoError(t, err)
+	res, err := applier.Apply(ctx, objs, install.ApplyOptions{})
+	require.NoError(t, err, "the API server takes what wrap wrote")
+	assert.Empty(t, res.Warnings, "a pod of the restricted profile stays in it once wrapped")
+
+	got, err := env.Client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, got.Spec.Selector, "wrap removes the Service's selector")
+	dep, err := env.Client.AppsV1().Deployments(ns).Get(ctx, svc, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(3), *dep.Spec.Replicas)
+	command := dep.Spec.Template.Spec.Containers[0].Command
+	end := slices.Index(command, "--")
+	require.Positive(t, end, "command: %q", command)
+	assert.Equal(t, []string{"/server", "--listen=:" + strconv.Itoa(port)}, command[end+1:])
+	flags := command[1:end]
+	assert.Subset(t, flags, []string{"--lease=" + svc, "--service=" + svc,
+		"--ready-http=http://127.0.0.1:" + strconv.Itoa(port) + "/", "--grace-period=25s"})
+	return flags
 }

@@ -1,0 +1,448 @@
+package nodeloss
+
+import (
+	"container/heap"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The controller's constants (pkg/controller/nodelifecycle).
+const (
+	nodeWorkers    = 8                      // nodeUpdateWorkerSize
+	taintPeriod    = 100 * time.Millisecond // scheduler.NodeEvictionPeriod
+	taintBurst     = 1                      // scheduler.EvictionRateLimiterBurst
+	evictRequests  = 2                      // the DisruptionTarget condition, then the delete
+	statusRequests = 1                      // the node's status update to Unknown
+)
+
+type simNode struct {
+	Node
+	zone     *simZone
+	seen     bool          // the controller has seen its last renewal
+	probe    time.Duration // when it saw it
+	unknown  bool
+	res      *NodeResult
+	evicting []*simPod
+}
+
+type simPod struct {
+	Pod
+	node *simNode
+	res  *PodResult
+}
+
+type simZone struct {
+	name    string
+	counted int
+	queue   []*simNode
+	limiter *bucket
+	state   ZoneState
+	res     *ZoneResult
+}
+
+// An event is something that happens at a time; seq keeps events of the
+// same time in the order they were made.
+type event struct {
+	at  time.Duration
+	seq int
+	do  func()
+}
+
+type events []*event
+
+func (e events) Len() int { return len(e) }
+func (e events) Less(i, j int) bool {
+	return e[i].at < e[j].at || (e[i].at == e[j].at && e[i].seq < e[j].seq)
+}
+func (e events) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
+func (e *events) Push(x any)   { *e = append(*e, x.(*event)) }
+func (e *events) Pop() any {
+	old := *e
+	x := old[len(old)-1]
+	*e = old[:len(old)-1]
+	return x
+}
+
+type sim struct {
+	f     Flags
+	start time.Duration
+	end   time.Duration
+	nodes []*simNode
+	zones []*simZone
+	// client is the node lifecycle controller's, evictClient the
+	// taint-eviction controller's.
+	client, evictClient *bucket
+	allFull             bool
+	now                 time.Duration // the time of the event being run
+	q                   events
+	seq                 int
+	pendingEvictions    int
+	pendingTaints       int // known taints still to come
+	notUnknown          int // lost nodes not yet Unknown
+	res                 Result
+}
+
+func newSim(s Scenario) *sim {
+	m := &sim{f: s.Flags, start: s.Start, end: s.Start + s.Horizon}
+	m.client = newBucket(s.Flags.KubeAPIQPS, s.Flags.KubeAPIBurst, s.Start)
+	m.evictClient = newBucket(s.Flags.KubeAPIQPS, s.Flags.KubeAPIBurst, s.Start)
+	nodes := slices.Clone(s.Nodes)
+	slices.SortFunc(nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	byZone := map[string]*simZone{}
+	for _, n := range nodes {
+		z := byZone[n.Zone]
+		if z == nil {
+			z = &simZone{name: n.Zone}
+			byZone[n.Zone] = z
+			m.zones = append(m.zones, z)
+		}
+		if !n.Excluded {
+			z.counted++
+		}
+		sn := &simNode{Node: n, zone: z}
+		if n.Lost && n.LostAt <= s.Start {
+			sn.seen, sn.probe = true, n.LostAt
+			sn.unknown = n.LostAt+s.Flags.NodeMonitorGracePeriod < s.Start
+		}
+		m.nodes = append(m.nodes, sn)
+	}
+	slices.SortFunc(m.zones, func(a, b *simZone) int { return strings.Compare(a.name, b.name) })
+	return m
+}
+
+func (m *sim) at(t time.Duration, do func()) {
+	m.seq++
+	heap.Push(&m.q, &event{at: t, seq: m.seq, do: do})
+}
+
+func (m *sim) run() Result {
+	for _, n := range m.nodes {
+		if !n.Lost {
+			continue
+		}
+		r := NodeResult{Name: n.Name, Zone: n.zone.name, LostAt: n.LostAt, Unknown: Never, Tainted: Never, Untainted: Never}
+		for _, p := range n.Pods {
+			r.Pods = append(r.Pods, PodResult{Namespace: p.Namespace, Name: p.Name, Evicted: Never})
+		}
+		m.res.Nodes = append(m.res.Nodes, r)
+	}
+	i := 0
+	for _, n := range m.nodes {
+		if !n.Lost {
+			continue
+		}
+		n.res = &m.res.Nodes[i]
+		i++
+		for j := range n.Pods {
+			n.evicting = append(n.evicting, &simPod{Pod: n.Pods[j], node: n, res: &n.res.Pods[j]})
+		}
+		if n.unknown {
+			n.res.Unknown = n.LostAt + m.f.NodeMonitorGracePeriod
+			if !n.Tainted {
+				// Queued, as the last pass did.
+				n.zone.queue = append(n.zone.queue, n)
+			}
+		} else {
+			m.notUnknown++
+		}
+		if n.Tainted {
+			m.pendingTaints++
+			m.at(max(n.TaintedAt, m.start), func() {
+				m.pendingTaints--
+				m.taint(n, n.TaintedAt)
+			})
+		}
+	}
+	// The zones' states at the start, each with its bucket.
+	m.res.Zones = make([]ZoneResult, len(m.zones))
+	states := m.zoneStates()
+	m.allFull = allFull(states)
+	for i, z := range m.zones {
+		z.res = &m.res.Zones[i]
+		*z.res = ZoneResult{Name: z.name, Nodes: z.counted}
+		z.state = states[z]
+		rate := m.rate(z, z.state)
+		if m.allFull {
+			rate = 0
+		}
+		z.limiter = newBucket(rate, taintBurst, m.start)
+		z.res.States = append(z.res.States, StateChange{At: m.start, State: z.state, Rate: rate})
+	}
+	m.at(m.start, m.pass)
+	m.at(m.start, m.tick)
+	for m.q.Len() > 0 {
+		e := heap.Pop(&m.q).(*event)
+		if e.at > m.end {
+			break
+		}
+		m.now = e.at
+		e.do()
+	}
+	return m.res
+}
+
+// pass is one monitorNodeHealth: workers take the nodes in order; a node
+// that needs no request is done at once.
+func (m *sim) pass() {
+	t0 := m.now
+	next, busy := 0, 0
+	var work func(t time.Duration)
+	// work takes nodes from the list until one needs requests.
+	work = func(t time.Duration) {
+		for next < len(m.nodes) {
+			n := m.nodes[next]
+			next++
+			if m.check(n, t) {
+				// Unknown now: the status update, then each ready pod.
+				m.requests(t, statusRequests, func(g time.Duration) {
+					n.unknown = true
+					n.res.Unknown = g
+					m.notUnknown--
+					m.markForTainting(n)
+					ready := 0
+					for _, p := range n.Pods {
+						if p.Ready {
+							ready++
+						}
+					}
+					m.requests(g, ready, work)
+				})
+				return
+			}
+			if n.unknown {
+				m.markForTainting(n)
+			}
+		}
+		busy--
+		if busy == 0 {
+			m.endPass(t)
+		}
+	}
+	busy = nodeWorkers
+	for range nodeWorkers {
+		work(t0)
+	}
+}
+
+// requests makes k requests through the controller's client, one after
+// the other from t, then calls then with the time the last was granted.
+func (m *sim) requests(t time.Duration, k int, then func(time.Duration)) {
+	if k == 0 {
+		then(t)
+		return
+	}
+	g := m.client.reserve(t)
+	m.at(g, func() { m.requests(g, k-1, then) })
+}
+
+// check is tryUpdateNodeHealth's test: it reports whether the node is to
+// be marked Unknown now.
+func (m *sim) check(n *simNode, t time.Duration) bool {
+	if !n.Lost || n.unknown {
+		return false
+	}
+	if !n.seen {
+		if n.LostAt > t {
+			return false // still renewing
+		}
+		n.seen, n.probe = true, t
+	}
+	return t > n.probe+m.f.NodeMonitorGracePeriod
+}
+
+// markForTainting queues an Unknown node that has no taint, at the back.
+func (m *sim) markForTainting(n *simNode) {
+	if n.Tainted {
+		return
+	}
+	z := n.zone
+	z.queue = slices.DeleteFunc(z.queue, func(x *simNode) bool { return x == n })
+	z.queue = append(z.queue, n)
+}
+
+func (m *sim) endPass(t time.Duration) {
+	m.handleDisruption(t)
+	if m.settled() {
+		return
+	}
+	m.at(t+m.f.NodeMonitorPeriod, m.pass)
+}
+
+// zoneStates computes each zone's state from its counted nodes.
+func (m *sim) zoneStates() map[*simZone]ZoneState {
+	notReady := map[*simZone]int{}
+	for _, n := range m.nodes {
+		if n.unknown && !n.Excluded {
+			notReady[n.zone]++
+		}
+	}
+	states := map[*simZone]ZoneState{}
+	for _, z := range m.zones {
+		if z.counted == 0 {
+			continue
+		}
+		states[z] = ComputeZoneState(z.counted-notReady[z], notReady[z], m.f.UnhealthyZoneThreshold)
+	}
+	return states
+}
+
+// ComputeZoneState is the node lifecycle controller's rule for a zone of
+// ready and notReady counted nodes: none ready is a full disruption; more
+// than 2 not ready and at least the unhealthy fraction a partial one.
+func ComputeZoneState(ready, notReady int, unhealthy float64) ZoneState {
+	switch {
+	case ready == 0 && notReady > 0:
+		return FullDisruption
+	case notReady > 2 && float32(notReady)/float32(notReady+ready) >= float32(unhealthy):
+		return PartialDisruption
+	}
+	return Normal
+}
+
+func allFull(states map[*simZone]ZoneState) bool {
+	if len(states) == 0 {
+		return false
+	}
+	for _, s := range states {
+		if s != FullDisruption {
+			return false
+		}
+	}
+	return true
+}
+
+// rate is the taint rate of a zone in a state.
+func (m *sim) rate(z *simZone, s ZoneState) float64 {
+	if s == PartialDisruption {
+		if z.counted > m.f.LargeClusterSizeThreshold {
+			return m.f.SecondaryNodeEvictionRate
+		}
+		return 0
+	}
+	return m.f.NodeEvictionRate
+}
+
+// handleDisruption is the end of a pass: the zones' new states and
+// buckets.
+func (m *sim) handleDisruption(t time.Duration) {
+	states := m.zoneStates()
+	all := allFull(states)
+	if all && m.allFull {
+		return
+	}
+	if all {
+		// Every node not Ready: the controller blames itself, takes every
+		// taint off and stops.
+		m.allFull = true
+		for _, n := range m.nodes {
+			if n.Lost && n.res.Tainted != Never && n.res.Untainted == Never {
+				n.res.Untainted = t
+				n.Tainted = false
+			}
+		}
+		for _, z := range m.zones {
+			z.queue = nil
+			m.swap(z, t, FullDisruption, 0)
+		}
+		return
+	}
+	wasAll := m.allFull
+	m.allFull = false
+	for _, z := range m.zones {
+		s, ok := states[z]
+		if !ok || (s == z.state && !wasAll) {
+			continue
+		}
+		m.swap(z, t, s, m.rate(z, s))
+	}
+}
+
+// swap is SwapLimiter: a new bucket unless the rate is the same; it starts
+// empty if the old one had no token.
+func (m *sim) swap(z *simZone, t time.Duration, s ZoneState, rate float64) {
+	z.state = s
+	z.res.States = append(z.res.States, StateChange{At: t, State: s, Rate: rate})
+	if z.limiter.qps == rate {
+		return
+	}
+	nb := newBucket(rate, taintBurst, t)
+	if rate > 0 && !z.limiter.tryAccept(t) {
+		nb.tryAccept(t)
+	}
+	z.limiter = nb
+}
+
+// tick is one doNoExecuteTaintingPass: each zone's queue, while its
+// bucket gives tokens; each taint is a request through the client.
+func (m *sim) tick() {
+	t := m.now
+	var zone func(i int, t time.Duration)
+	zone = func(i int, t time.Duration) {
+		for ; i < len(m.zones); i++ {
+			z := m.zones[i]
+			if len(z.queue) == 0 || !z.limiter.tryAccept(t) {
+				continue
+			}
+			n := z.queue[0]
+			z.queue = z.queue[1:]
+			g := m.client.reserve(t)
+			m.at(g, func() {
+				m.taint(n, g)
+				zone(i, g)
+			})
+			return
+		}
+		if !m.settled() {
+			m.at(t+taintPeriod, m.tick)
+		}
+	}
+	zone(0, t)
+}
+
+// taint puts the taint on a node at t and schedules its pods' evictions.
+func (m *sim) taint(n *simNode, t time.Duration) {
+	n.Tainted, n.TaintedAt = true, t
+	if n.res.Tainted == Never || n.res.Untainted != Never {
+		n.res.Tainted, n.res.Untainted = t, Never
+	}
+	for _, p := range n.evicting {
+		if p.Toleration == Forever || p.res.Evicted != Never {
+			continue
+		}
+		due := max(t+p.Toleration, m.start)
+		m.pendingEvictions++
+		m.at(due, func() { m.evict(p, due, evictRequests) })
+	}
+}
+
+// evict makes the eviction's requests through the taint-eviction
+// controller's client; a taint taken off meanwhile cancels it.
+func (m *sim) evict(p *simPod, t time.Duration, left int) {
+	if !p.node.Tainted {
+		m.pendingEvictions--
+		return
+	}
+	if left == 0 {
+		p.res.Evicted = t
+		m.pendingEvictions--
+		return
+	}
+	g := m.evictClient.reserve(t)
+	m.at(g, func() { m.evict(p, g, left-1) })
+}
+
+// settled reports whether nothing more can happen: every lost node is
+// Unknown, no taint or eviction is pending, and every queue is empty or
+// stopped.
+func (m *sim) settled() bool {
+	if m.pendingEvictions > 0 || m.pendingTaints > 0 || m.notUnknown > 0 {
+		return false
+	}
+	for _, z := range m.zones {
+		if len(z.queue) > 0 && z.limiter.qps > 0 {
+			return false
+		}
+	}
+	return true
+}

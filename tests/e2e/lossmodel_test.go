@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/retrofit/nodeloss"
+)
+
+// lossGrace and lossRate are TestNodeLossModel's compressed
+// kube-controller-manager flags (issue 44 §2): the defaults are 50 s and
+// 0.1/s, whose figures take hours to measure.
+const (
+	lossGrace = 10 * time.Second
+	lossRate  = 1.0
+)
+
+// lossBound is how far a measured taint or eviction may be from the
+// model's prediction: a second, plus one pass (the harness's
+// --node-monitor-period), whose phase the model cannot know.
+const lossBound = time.Second + time.Second
+
+// TestNodeLossModel checks the node loss model (retrofit/nodeloss) against
+// the real node lifecycle and taint-eviction controllers, at compressed
+// rates (grace 10 s, --node-eviction-rate=1, --secondary-node-eviction-rate
+// 0.1, the rest default): one zone of 20 kwok nodes with two pods each,
+// whose 0 s unreachable toleration evicts them with the taint. One node is
+// lost, then five at once. Each taint and each pod's deletion is timed by
+// watches, against the model's prediction from each lost node's last Lease
+// renewal: the i-th taint within lossBound of the model's i-th (which node
+// the controller takes next follows its cache's order, which the model
+// does not know), and each eviction within lossBound of its node's taint
+// plus the model's delay.
+func TestNodeLossModel(t *testing.T) {
+	env := cluster.Start(t, cluster.Options{
+		NodeMonitorGracePeriod: lossGrace,
+		ControllerManagerFlags: []string{fmt.Sprintf("--node-eviction-rate=%v", lossRate), "--secondary-node-eviction-rate=0.1"},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := env.Client
+	var names []string
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("m-%02d", i+1))
+	}
+	addZoneNodes(ctx, t, env, "m", names...)
+	const ns = "loss"
+	require.NoError(t, env.CreateNamespace(ctx, ns, nil))
+	d := spreadDeployment("app", "m", 40)
+	d.Spec.Template.Spec.Tolerations = []corev1.Toleration{{
+		Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](0),
+	}}
+	_, err := c.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitRunningN(ctx, t, c, ns, "app", 40, 2*time.Minute)
+
+	seen := watchLoss(ctx, t, env, ns)
+	flags := nodeloss.DefaultFlags()
+	flags.NodeMonitorGracePeriod, flags.NodeMonitorPeriod = lossGrace, time.Second
+	flags.NodeEvictionRate, flags.SecondaryNodeEvictionRate = lossRate, 0.1
+
+	var lost []string
+	for _, round := range [][]string{names[:1], names[1:6]} {
+		t0 := time.Now()
+		for _, name := range round {
+			require.NoError(t, env.StopNode(name))
+		}
+		lost = append(lost, round...)
+		// The scenario as the cluster is now: the pods where they are,
+		// the earlier round's node tainted when it was.
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		s := nodeloss.Scenario{Flags: flags}
+		for _, name := range names {
+			n := nodeloss.Node{Name: name, Zone: "local/m"}
+			for _, p := range pods.Items {
+				if p.Spec.NodeName == name && p.DeletionTimestamp == nil {
+					n.Pods = append(n.Pods, nodeloss.Pod{Namespace: ns, Name: p.Name, Ready: cluster.PodReady(&p)})
+				}
+			}
+			if slices.Contains(lost, name) {
+				lease, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+				require.NoError(t, err)
+				n.Lost, n.LostAt = true, lease.Spec.RenewTime.Sub(t0)
+				if at, ok := seen.taintedAt(name); ok {
+					n.Tainted, n.TaintedAt = true, at.Sub(t0)
+				}
+			}
+			s.Nodes = append(s.Nodes, n)
+		}
+		r, err := nodeloss.Simulate(s)
+		require.NoError(t, err)
+
+		// Wait for what the model predicts, and a little more.
+		last, never := r.LastTaint()
+		require.Zero(t, never, "the model taints every lost node")
+		require.Eventually(t, func() bool {
+			for _, name := range round {
+				if _, ok := seen.taintedAt(name); !ok {
+					return false
+				}
+			}
+			return true
+		}, last+30*time.Second, 100*time.Millisecond, "the lost nodes were not all tainted")
+		time.Sleep(3 * time.Second) // the evictions
+
+		var predicted, measured []time.Duration
+		var table []string
+		for _, n := range r.Nodes {
+			if !slices.Contains(round, n.Name) {
+				continue
+			}
+			at, _ := seen.taintedAt(n.Name)
+			predicted = append(predicted, n.Tainted)
+			measured = append(measured, at.Sub(t0))
+			for _, p := range n.Pods {
+				deleted, ok := seen.deletedAt(p.Name)
+				delay := p.Evicted - n.Tainted
+				if assert.True(t, ok, "pod %s on %s was not deleted", p.Name, n.Name) {
+					got := deleted.Sub(at)
+					assert.InDelta(t, delay.Seconds(), got.Seconds(), lossBound.Seconds(), "pod %s: deleted %v after its node's taint, the model says %v", p.Name, got, delay)
+				}
+			}
+			table = append(table, fmt.Sprintf("%s: lost %v, Unknown %v (model), tainted %v (model %v)",
+				n.Name, n.LostAt.Round(time.Millisecond), n.Unknown, at.Sub(t0).Round(time.Millisecond), n.Tainted))
+		}
+		slices.Sort(predicted)
+		slices.Sort(measured)
+		for i := range predicted {
+			assert.InDelta(t, predicted[i].Seconds(), measured[i].Seconds(), lossBound.Seconds(),
+				"taint %d of %d: measured %v, the model %v", i+1, len(round), measured[i], predicted[i])
+		}
+		t.Logf("%d lost at once (from the loss; the model takes nodes by name, the controller by its cache):\n  %s\n  taints in order: measured %v, the model %v",
+			len(round), strings.Join(table, "\n  "), roundAll(measured), predicted)
+	}
+}
+
+// lossWatch records, from watches, when each node got the unreachable
+// NoExecute taint and when each pod of the namespace got its deletion.
+type lossWatch struct {
+	mu      sync.Mutex
+	tainted map[string]time.Time
+	deleted map[string]time.Time
+}
+
+func (w *lossWatch) taintedAt(node string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.tainted[node]
+	return at, ok
+}
+
+func (w *lossWatch) deletedAt(pod string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.deleted[pod]
+	return at, ok
+}
+
+func watchLoss(ctx context.Context, t *testing.T, env *cluster.Env, ns string) *lossWatch {
+	t.Helper()
+	w := &lossWatch{tainted: map[string]time.Time{}, deleted: map[string]time.Time{}}
+	nodes, err := env.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	pods, err := env.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	t.Cleanup(nodes.Stop)
+	t.Cleanup(pods.Stop)
+	record := func(events <-chan watch.Event) {
+		for ev := range events {
+			now := time.Now()
+			w.mu.Lock()
+			switch o := ev.Object.(type) {
+			case *corev1.Node:
+				if _, ok := w.tainted[o.Name]; !ok && cluster.HasTaint(o, corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute) {
+					w.tainted[o.Name] = now
+				}
+			case *corev1.Pod:
+				if _, ok := w.deleted[o.Name]; !ok && (o.DeletionTimestamp != nil || ev.Type == watch.Deleted) {
+					w.deleted[o.Name] = now
+				}
+			}
+			w.mu.Unlock()
+		}
+	}
+	go record(nodes.ResultChan())
+	go record(pods.ResultChan())
+	return w
+}
+
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond)
+	}
+	return out
+}
