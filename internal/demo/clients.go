@@ -307,6 +307,15 @@ const (
 // lane shows it Silent: the example's watch sends one every second.
 const streamStale = 1500 * time.Millisecond
 
+// reflectorBackoffMax is the longest a client-go informer waits before it
+// lists and watches again after a failure: its reflector's backoff starts
+// at 800 ms, doubles with each failure up to 30 s, adds up to as much
+// again in jitter, and resets only after 2 min without a failure. A
+// handover soon after another one (the demo's scenarios are seconds
+// apart) can find it grown: the plain informer then waits it out, which is
+// what it measures, and the demo waits for it.
+const reflectorBackoffMax = 60 * time.Second
+
 func (o Outcome) String() string {
 	switch o {
 	case FromOld:
@@ -556,7 +565,8 @@ func (d *demo) recordClients(ctx context.Context, id string) []*recorder {
 	return recs
 }
 
-// finishClients waits (until deadline) for every real client to get an
+// finishClients waits (until deadline; an informer until the fault plus
+// reflectorBackoffMax, if that is later) for every real client to get an
 // answer from the new leader next, watches a moment more, stops them and
 // returns their lanes; the timeline gets their first answers from next
 // and kube-proxy's sync that programmed it (sliceAt is when next's
@@ -566,8 +576,12 @@ func (d *demo) finishClients(ctx context.Context, recs []*recorder, tl *timeline
 		return nil
 	}
 	for _, r := range recs {
+		until := deadline
+		if backedOff := tl.t0.Add(reflectorBackoffMax); r.c.stream != nil && backedOff.After(until) {
+			until = backedOff
+		}
 		for {
-			if _, ok := r.firstFrom(next); ok || time.Now().After(deadline) {
+			if _, ok := r.firstFrom(next); ok || time.Now().After(until) {
 				break
 			}
 			what := "an answer"

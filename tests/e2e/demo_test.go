@@ -34,7 +34,7 @@ import (
 // or a freeze. Not root, the demo runs without those lanes and says why;
 // with $FASTOVER_REQUIRE_NETNS set (CI) that is a failure.
 func TestDemoQuick(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
 	svg := filepath.Join(t.TempDir(), "demo-timeline.svg")
 	webhookBin, exampleBin := binary(t, "fastover-webhook"), binary(t, "fastover-example")
