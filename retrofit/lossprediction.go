@@ -29,6 +29,10 @@ type LossPrediction struct {
 	// Late counts the audited pods evicted more than a minute later than a
 	// lone node's loss would evict them, or never.
 	Late int `json:"late"`
+	// LastTaint is when the last of Nodes is tainted (nil: none is);
+	// NeverTainted counts those that never are.
+	LastTaint    *time.Time `json:"lastTaint"`
+	NeverTainted int        `json:"neverTainted"`
 }
 
 // NodeLoss is a lost node: when its last Lease renewal was (estimated for
@@ -270,6 +274,12 @@ func lossPrediction(r nodeloss.Result, podsOn map[string][]Finding, notReady map
 			nl.Pods = append(nl.Pods, pl)
 		}
 		p.Nodes = append(p.Nodes, nl)
+		switch {
+		case nl.Tainted == nil:
+			p.NeverTainted++
+		case p.LastTaint == nil || nl.Tainted.After(*p.LastTaint):
+			p.LastTaint = nl.Tainted
+		}
 	}
 	slices.SortStableFunc(p.Nodes, func(a, b NodeLoss) int {
 		return cmp.Or(cmpTime(a.Tainted, b.Tainted), strings.Compare(a.Name, b.Name))

@@ -63,6 +63,8 @@ func TestPredictLossWhatIf(t *testing.T) {
 	assert.Equal(t, 55*time.Second, first.Unknown.Sub(now))
 	require.NotNil(t, last.Tainted)
 	assert.InDelta(t, 145, last.Tainted.Sub(now).Seconds(), 1, "a taint every 10 s")
+	assert.Equal(t, last.Tainted, p.LastTaint)
+	assert.Zero(t, p.NeverTainted)
 	var fast, slow *PodLoss
 	for i, n := range p.Nodes {
 		for j := range n.Pods {
@@ -114,6 +116,9 @@ func TestPredictLossNow(t *testing.T) {
 	assert.True(t, p.Nodes[2].Pods[0].Late)
 	assert.True(t, p.Nodes[0].Pods[0].Late, "still there a minute after its taint: overdue")
 	assert.Equal(t, 2, p.Late)
+	assert.Equal(t, 1, p.NeverTainted, "a-3")
+	require.NotNil(t, p.LastTaint, "a taint in the past is the last one")
+	assert.Equal(t, p.Nodes[1].Tainted, p.LastTaint)
 }
 
 // A node named in --lose that is lost already keeps its loss time: the

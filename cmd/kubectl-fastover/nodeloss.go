@@ -56,16 +56,7 @@ func printLoss(w io.Writer, p *retrofit.LossPrediction, f nodeloss.Flags) error 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var last *time.Time
-	never := 0
-	for _, n := range p.Nodes {
-		if n.Tainted == nil {
-			never++
-		} else if last == nil || n.Tainted.After(*last) {
-			last = n.Tainted
-		}
-	}
-	_, _ = fmt.Fprintf(w, "  %s lost: the last taint %s, %d never tainted.\n", plural(len(p.Nodes), "node"), rel(last), never)
+	_, _ = fmt.Fprintf(w, "  %s lost: the last taint %s, %d never tainted.\n", plural(len(p.Nodes), "node"), rel(p.LastTaint), p.NeverTainted)
 	for _, z := range p.Zones {
 		var steps []string
 		for _, s := range z.States {

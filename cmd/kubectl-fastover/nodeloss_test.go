@@ -33,7 +33,9 @@ func TestPrintLoss(t *testing.T) {
 			{At: now, State: retrofit.ZoneNormal, Rate: 0.1},
 			{At: now.Add(55 * time.Second), State: retrofit.ZonePartialDisruption, Rate: 0},
 		}}},
-		Late: 1,
+		Late:         1,
+		LastTaint:    at(55100 * time.Millisecond),
+		NeverTainted: 1,
 	}
 	var b bytes.Buffer
 	require.NoError(t, printLoss(&b, p, nodeloss.DefaultFlags()))
@@ -53,6 +55,7 @@ Warning: 1 pod evicted more than a minute later than a lone node's loss would ev
 	for i := range 30 {
 		p.Nodes = append(p.Nodes, retrofit.NodeLoss{Name: fmt.Sprintf("n-%02d", i), Lost: now, Unknown: at(55 * time.Second), Tainted: at(time.Duration(55+10*i) * time.Second)})
 	}
+	p.LastTaint = p.Nodes[29].Tainted
 	b.Reset()
 	require.NoError(t, printLoss(&b, p, nodeloss.DefaultFlags()))
 	out := b.String()
