@@ -24,8 +24,9 @@ import (
 )
 
 // The aggregated API the replica serves with --tls-cert-file: discovery
-// and one read-only, cluster-scoped resource, replicas, whose only item is
-// the replica that answered (get, list, and watch: aggwatch.go). Registered with an APIService that points at
+// and two read-only, cluster-scoped resources: replicas, whose only item is
+// the replica that answered (get, list, and watch: aggwatch.go), and
+// policies, a payload of a set size (aggpolicies.go). Registered with an APIService that points at
 // the selector-less Service, it is reached through kube-apiserver, which
 // routes each request to the Service's one endpoint: the leader.
 const (
@@ -92,9 +93,12 @@ type aggAPI struct {
 	mu     sync.Mutex
 	logged map[string]int // requests logged in full, by user
 
-	rv atomic.Uint64 // the last resourceVersion given out
+	rv      atomic.Uint64 // the last resourceVersion given out
+	firstRV uint64        // the first: versions below it are another process's
 	// watchEvery is how often a watch reports the replica (watchInterval).
 	watchEvery time.Duration
+	// policies is the payload (aggpolicies.go); empty by default.
+	policies *policySet
 }
 
 // The replica logs the first few requests of each user (of the first
@@ -117,11 +121,12 @@ func (a *aggAPI) logRequest(user string) bool {
 }
 
 func newAggAPI(src replicaSource, auth *frontProxyAuth) *aggAPI {
-	a := &aggAPI{src: src, auth: auth, started: time.Now(), logged: map[string]int{}, watchEvery: watchInterval}
+	a := &aggAPI{src: src, auth: auth, started: time.Now(), logged: map[string]int{}, watchEvery: watchInterval, policies: &policySet{}}
 	// Each answer gets a resourceVersion of its own, growing, and higher
 	// than a previous process's (a restart): microseconds since the epoch
 	// at the start.
-	a.rv.Store(uint64(a.started.UnixMicro()))
+	a.firstRV = uint64(a.started.UnixMicro())
+	a.rv.Store(a.firstRV)
 	return a
 }
 
@@ -164,6 +169,13 @@ func (a *aggAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				Kind:         apiKind,
 				Verbs:        metav1.Verbs{"get", "list", "watch"},
 				Categories:   []string{"fastover"},
+			}, {
+				Name:         policiesResource,
+				SingularName: "policy",
+				Namespaced:   false,
+				Kind:         policyKind,
+				Verbs:        metav1.Verbs{"get", "list", "watch"},
+				Categories:   []string{"fastover"},
 			}},
 		})
 		return
@@ -173,6 +185,13 @@ func (a *aggAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.writeReplicas(w, r, "")
+		return
+	case policiesPath:
+		a.servePolicies(w, r, "")
+		return
+	}
+	if name, ok := strings.CutPrefix(path, policiesPath+"/"); ok && name != "" && !strings.Contains(name, "/") {
+		a.servePolicies(w, r, name)
 		return
 	}
 	if name, ok := strings.CutPrefix(path, resourcesPath+"/"); ok && name != "" && !strings.Contains(name, "/") {

@@ -120,12 +120,14 @@ func TestAggAPIDiscovery(t *testing.T) {
 	var res metav1.APIResourceList
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &res))
 	assert.Equal(t, "example.fastover.io/v1alpha1", res.GroupVersion)
-	require.Len(t, res.APIResources, 1)
-	r := res.APIResources[0]
-	assert.Equal(t, "replicas", r.Name)
-	assert.Equal(t, "Replica", r.Kind)
-	assert.False(t, r.Namespaced)
-	assert.ElementsMatch(t, []string{"get", "list", "watch"}, r.Verbs)
+	require.Len(t, res.APIResources, 2)
+	for i, want := range [][2]string{{"replicas", "Replica"}, {"policies", "Policy"}} {
+		r := res.APIResources[i]
+		assert.Equal(t, want[0], r.Name)
+		assert.Equal(t, want[1], r.Kind)
+		assert.False(t, r.Namespaced)
+		assert.ElementsMatch(t, []string{"get", "list", "watch"}, r.Verbs)
+	}
 }
 
 func TestAggAPIReplicas(t *testing.T) {
@@ -329,7 +331,7 @@ func TestTLSFlags(t *testing.T) {
 // serveAPI adds it, over HTTPS (HTTP/2 too if h2), and returns the server,
 // a rest.Config that reaches it as the aggregation layer does (its client
 // certificate, a user header), and the server's CA.
-func startAPIServer(t *testing.T, mux *http.ServeMux, src replicaSource, h2 bool) (*httptest.Server, *rest.Config, []byte) {
+func startAPIServer(t *testing.T, mux *http.ServeMux, src replicaSource, h2 bool, tune ...func(*options)) (*httptest.Server, *rest.Config, []byte) {
 	t.Helper()
 	certPEM, keyPEM, caPEM, err := cluster.NewServingCert("127.0.0.1")
 	require.NoError(t, err)
@@ -342,6 +344,9 @@ func startAPIServer(t *testing.T, mux *http.ServeMux, src replicaSource, h2 bool
 	require.NoError(t, os.WriteFile(caFile, pc.caPEM, 0o600))
 
 	o := &options{tlsCert: certFile, tlsKey: keyFile, requestCA: caFile, allowedNames: "front-proxy-client"}
+	for _, f := range tune {
+		f(o)
+	}
 	srv := httptest.NewUnstartedServer(mux)
 	srv.TLS, err = serveAPI(mux, o, nil, src)
 	require.NoError(t, err)
@@ -369,7 +374,7 @@ func TestAggAPIOverTLS(t *testing.T) {
 	require.NoError(t, err)
 	res, err := dc.ServerResourcesForGroupVersion("example.fastover.io/v1alpha1")
 	require.NoError(t, err)
-	require.Len(t, res.APIResources, 1)
+	require.Len(t, res.APIResources, 2)
 	assert.Equal(t, "replicas", res.APIResources[0].Name)
 	groups, err := dc.ServerGroups()
 	require.NoError(t, err)

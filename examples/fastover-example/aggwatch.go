@@ -44,36 +44,19 @@ func isWatch(r *http.Request) bool {
 // (if given) passes.
 func (a *aggAPI) serveWatch(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	timeout := maxWatchTimeout
-	if s := q.Get("timeoutSeconds"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("timeoutSeconds %q: want a whole number of seconds", s)))
-			return
-		}
-		if n > 0 && time.Duration(n)*time.Second < timeout {
-			timeout = time.Duration(n) * time.Second
-		}
+	timeout, err := watchTimeout(q.Get("timeoutSeconds"))
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
 	}
 	me := a.replica()
 	if a.refuseStandby && !me.Status.Leading {
 		a.refuse(w, me)
 		return
 	}
-	flusher, ok := w.(http.Flusher)
+	send, ok := startStream(w)
 	if !ok {
-		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("the connection cannot stream a watch")))
 		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
-	send := func(typ watch.EventType, obj any) bool {
-		if err := enc.Encode(watchEvent{Type: typ, Object: obj}); err != nil {
-			return false
-		}
-		flusher.Flush()
-		return true
 	}
 	if !send(watch.Added, &me) {
 		return
@@ -104,4 +87,41 @@ func (a *aggAPI) serveWatch(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// watchTimeout is how long a watch with timeoutSeconds s lasts: s, at
+// most maxWatchTimeout, which is also the default.
+func watchTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return maxWatchTimeout, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("timeoutSeconds %q: want a whole number of seconds", s)
+	}
+	if n > 0 && time.Duration(n)*time.Second < maxWatchTimeout {
+		return time.Duration(n) * time.Second, nil
+	}
+	return maxWatchTimeout, nil
+}
+
+// startStream writes a watch's headers and returns send, which writes one
+// event and flushes it, reporting whether the client still reads; false if
+// the connection cannot stream (an error is answered then).
+func startStream(w http.ResponseWriter) (send func(watch.EventType, any) bool, ok bool) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("the connection cannot stream a watch")))
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	return func(typ watch.EventType, obj any) bool {
+		if err := enc.Encode(watchEvent{Type: typ, Object: obj}); err != nil {
+			return false
+		}
+		flusher.Flush()
+		return true
+	}, true
 }

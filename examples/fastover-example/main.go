@@ -75,6 +75,8 @@ type options struct {
 	requestCA      string
 	allowedNames   string
 	apiStandby     string
+	apiPolicies    int
+	apiPolicySize  int
 	standby        string
 	crashTakeover  bool
 	crashSignals   bool
@@ -107,6 +109,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.allowedNames, "requestheader-allowed-names", "", "common names allowed for the aggregation layer's client certificate, comma-separated, with --requestheader-client-ca-file (empty: any signed by the CA)")
 	fs.StringVar(&o.standby, "standby", "refuse", "what GET / answers on a replica that does not lead: refuse (503 and Connection: close, leader.Only: a client that reached it, on a connection it kept or at the address of a crashed leader's restarted container, dials the Service again) or answer (its identity, as the leader does)")
 	fs.StringVar(&o.apiStandby, "api-standby", "answer", "what a replica that does not lead answers to the aggregated API's replicas: answer (itself, status.leading false) or refuse (503 ServiceUnavailable, Retry-After 1)")
+	fs.IntVar(&o.apiPolicies, "api-policies", 0, "how many objects the aggregated API's policies resource holds: the payload an agent lists again from each new leader")
+	fs.IntVar(&o.apiPolicySize, "api-policy-size", 2048, "bytes of rules in each of --api-policies")
 	fs.BoolVar(&o.crashTakeover, "crash-takeover", true, "crash takeover (leader.Config.Pod, from $POD_NAME, $POD_NAMESPACE, $POD_UID, $CONTAINER_NAME): standbys take over the moment the kubelet reports the leader's container ended; false: when its Lease expires")
 	fs.BoolVar(&o.crashSignals, "crash-signals", false, "crash on a signal, for tests and demos: SIGUSR1 panics, SIGUSR2 allocates memory until the container's memory limit has it OOM-killed")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -140,6 +144,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	if o.apiStandby != "answer" && o.apiStandby != "refuse" {
 		return nil, fmt.Errorf("--api-standby %q: want answer or refuse", o.apiStandby)
+	}
+	if err := checkPolicyFlags(o.apiPolicies, o.apiPolicySize); err != nil {
+		return nil, err
 	}
 	if o.requestCA == "" && o.allowedNames != "" {
 		return nil, errors.New("--requestheader-allowed-names needs --requestheader-client-ca-file (else both come from the ConfigMap)")
@@ -278,6 +285,7 @@ func serveAPI(mux *http.ServeMux, o *options, client kubernetes.Interface, src r
 	}
 	api := newAggAPI(src, auth)
 	api.refuseStandby = o.apiStandby == "refuse"
+	api.policies = newPolicySet(o.apiPolicies, o.apiPolicySize, src.Identity(), api.started)
 	mux.Handle(apisPrefix, api)
 	mux.Handle(apisPrefix+"/", api)
 	return &tls.Config{

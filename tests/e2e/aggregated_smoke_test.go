@@ -53,9 +53,10 @@ func TestAggregatedAPIServes(t *testing.T) {
 	// Discovery through kube-apiserver.
 	res, err := env.Client.Discovery().ServerResourcesForGroupVersion(fleet.APIGroup + "/" + fleet.APIVersion)
 	require.NoError(t, err)
-	require.Len(t, res.APIResources, 1)
+	require.Len(t, res.APIResources, 2)
 	assert.Equal(t, "replicas", res.APIResources[0].Name)
 	assert.Equal(t, "Replica", res.APIResources[0].Kind)
+	assert.Equal(t, "policies", res.APIResources[1].Name)
 
 	// The LIST names the leader; a GET of it answers, of a standby 404.
 	var got fleet.APIAnswer

@@ -1,0 +1,338 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/leader/follow"
+)
+
+// PoliciesGVR is the payload resource of fastover-example's aggregated API
+// (--api-policies); ServedByAnnotation names the replica that served an
+// object of it.
+var PoliciesGVR = schema.GroupVersionResource{Group: fleet.APIGroup, Version: fleet.APIVersion, Resource: "policies"}
+
+// ServedByAnnotation is the policies' annotation that names the replica
+// that served them.
+const ServedByAnnotation = fleet.APIGroup + "/served-by"
+
+// Config says what agents to run.
+type Config struct {
+	// N is how many agents.
+	N int
+	// Agent returns agent i's rest.Config for the controller's API at its
+	// Service's ClusterIP, as fleet.Fleet.AgentConfig does. Start gives
+	// each agent a transport of its own (it sets a Dial if there is none,
+	// which keeps client-go from sharing transports).
+	Agent func(i int) *rest.Config
+	// Policies is how many policies the API serves (fastover-example's
+	// --api-policies): an agent is served by a replica once it holds that
+	// many from it. 0: the agents do not watch policies.
+	Policies int
+	// Follows reports whether agent i dials through a leader/follow
+	// Follower of its own (nil: none does). Such agents need Kube,
+	// Namespace and Service.
+	Follows func(i int) bool
+	// Kube is the followers' kube-apiserver config; each Follower gets a
+	// transport of its own, as an agent on its own node has.
+	Kube *rest.Config
+	// Namespace and Service are the controller's Service.
+	Namespace, Service string
+	// Logger gets the agents' client-go logs (the reflectors' failures);
+	// default: discarded, since a thousand agents repeat each other.
+	Logger logr.Logger
+}
+
+// Load is a running set of agents.
+type Load struct {
+	cfg    Config
+	agents []*agent
+}
+
+// agent is what one agent has seen.
+type agent struct {
+	follows bool
+	mu      sync.Mutex
+	// cur is the replica of the last event of replicas; since[r] is when
+	// the latest run of events from replica r began, last[r] the last
+	// event from it.
+	cur         string
+	since, last map[string]time.Time
+	// held counts the policies held by the replica that served them;
+	// complete[r] is when the agent last came to hold all of them from r.
+	held     map[string]int
+	byName   map[string]string
+	complete map[string]time.Time
+	failures []time.Time
+}
+
+// Start starts cfg.N agents, which run until ctx ends. It returns once
+// all have started (not synced: see Wait).
+func Start(ctx context.Context, cfg Config) (*Load, error) {
+	switch {
+	case cfg.N < 1:
+		return nil, fmt.Errorf("agents: N must be at least 1, not %d", cfg.N)
+	case cfg.Agent == nil:
+		return nil, errors.New("agents: Config.Agent is required")
+	case cfg.Policies < 0:
+		return nil, fmt.Errorf("agents: Policies must not be negative, not %d", cfg.Policies)
+	case cfg.Follows != nil && (cfg.Kube == nil || cfg.Namespace == "" || cfg.Service == ""):
+		return nil, errors.New("agents: agents that follow need Config.Kube, Namespace and Service")
+	}
+	if cfg.Logger.GetSink() == nil {
+		cfg.Logger = logr.Discard()
+	}
+	ctx = klog.NewContext(ctx, cfg.Logger)
+	l := &Load{cfg: cfg}
+	for i := range cfg.N {
+		a := &agent{
+			since: map[string]time.Time{}, last: map[string]time.Time{},
+			held: map[string]int{}, byName: map[string]string{}, complete: map[string]time.Time{},
+		}
+		a.follows = cfg.Follows != nil && cfg.Follows(i)
+		if err := l.start(ctx, i, a); err != nil {
+			return nil, fmt.Errorf("agents: agent %d: %w", i, err)
+		}
+		l.agents = append(l.agents, a)
+	}
+	return l, nil
+}
+
+// ownTransport returns a copy of c with a Dial, so that client-go makes it
+// a transport (and connections) of its own.
+func ownTransport(c *rest.Config) *rest.Config {
+	c = rest.CopyConfig(c)
+	if c.Dial == nil {
+		c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	return c
+}
+
+func (l *Load) start(ctx context.Context, i int, a *agent) error {
+	cfg := l.cfg.Agent(i)
+	if cfg == nil {
+		return errors.New("no rest.Config")
+	}
+	cfg = ownTransport(cfg)
+	if a.follows {
+		kube, err := kubernetes.NewForConfig(ownTransport(l.cfg.Kube))
+		if err != nil {
+			return err
+		}
+		f, err := follow.New(follow.Config{Client: kube, Namespace: l.cfg.Namespace, Service: l.cfg.Service, Logger: l.cfg.Logger})
+		if err != nil {
+			return err
+		}
+		if err := f.Start(ctx); err != nil {
+			return err
+		}
+		cfg = f.RESTConfig(cfg)
+	}
+	// One client, so one transport: the agent's two informers share its
+	// connection, as an agent's informers do.
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	failed := func(context.Context, *cache.Reflector, error) {
+		if ctx.Err() == nil {
+			a.failed(time.Now())
+		}
+	}
+	gvrs := []schema.GroupVersionResource{fleet.ReplicasGVR}
+	if l.cfg.Policies > 0 {
+		gvrs = append(gvrs, PoliciesGVR)
+	}
+	for _, gvr := range gvrs {
+		inf := dynamicinformer.NewFilteredDynamicInformer(dc, gvr, "", 0, cache.Indexers{}, nil).Informer()
+		h := a.replicaHandler()
+		if gvr == PoliciesGVR {
+			h = a.policyHandler(l.cfg.Policies)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return err
+		}
+		if err := inf.SetWatchErrorHandlerWithContext(failed); err != nil {
+			return err
+		}
+		go inf.RunWithContext(ctx)
+	}
+	return nil
+}
+
+func (a *agent) failed(at time.Time) {
+	a.mu.Lock()
+	a.failures = append(a.failures, at)
+	a.mu.Unlock()
+}
+
+// replicaHandler records each event of replicas: the replica that sent it.
+func (a *agent) replicaHandler() cache.ResourceEventHandler {
+	record := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GetName() == "" {
+			return
+		}
+		now := time.Now()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if u.GetName() != a.cur {
+			a.cur = u.GetName()
+			a.since[a.cur] = now
+		}
+		a.last[a.cur] = now
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }}
+}
+
+// policyHandler counts the policies the agent holds by the replica that
+// served them, and records when it first holds all n from one replica.
+func (a *agent) policyHandler(n int) cache.ResourceEventHandler {
+	set := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		by := u.GetAnnotations()[ServedByAnnotation]
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		old, held := a.byName[u.GetName()]
+		if held && old == by {
+			return // a relist from the same replica
+		}
+		if held {
+			a.held[old]--
+		}
+		a.byName[u.GetName()] = by
+		a.held[by]++
+		if a.held[by] == n {
+			a.complete[by] = time.Now()
+		}
+	}
+	del := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if old, held := a.byName[u.GetName()]; held {
+			a.held[old]--
+			delete(a.byName, u.GetName())
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: set, UpdateFunc: func(_, obj any) { set(obj) }, DeleteFunc: del}
+}
+
+// served is when the agent was first served by replica id at or after
+// from (zero: it is not): the later of the start of its current run of
+// events from id and when it came to hold all the policies from id.
+func (a *agent) served(id string, from time.Time, policies bool) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.since[id]
+	if !ok || at.Before(from) {
+		return time.Time{}
+	}
+	if !policies {
+		return at
+	}
+	all, ok := a.complete[id]
+	if !ok || all.Before(from) || a.held[id] < len(a.byName) {
+		return time.Time{}
+	}
+	if all.After(at) {
+		return all
+	}
+	return at
+}
+
+// N is how many agents run.
+func (l *Load) N() int { return len(l.agents) }
+
+// Follows reports whether agent i dials through leader/follow.
+func (l *Load) Follows(i int) bool { return l.agents[i].follows }
+
+// ServedBy returns, for each agent, when at or after from it was first
+// served by replica id: events of replicas from it, and all the policies
+// listed from it. Zero: it is not.
+func (l *Load) ServedBy(id string, from time.Time) []time.Time {
+	out := make([]time.Time, len(l.agents))
+	for i, a := range l.agents {
+		out[i] = a.served(id, from, l.cfg.Policies > 0)
+	}
+	return out
+}
+
+// LastFrom returns, for each agent, when it last had an event of replicas
+// from replica id (zero: never).
+func (l *Load) LastFrom(id string) []time.Time {
+	out := make([]time.Time, len(l.agents))
+	for i, a := range l.agents {
+		a.mu.Lock()
+		out[i] = a.last[id]
+		a.mu.Unlock()
+	}
+	return out
+}
+
+// Failures returns, for each agent, the times at or after since at which a
+// list or watch of it failed.
+func (l *Load) Failures(since time.Time) [][]time.Time {
+	out := make([][]time.Time, len(l.agents))
+	for i, a := range l.agents {
+		a.mu.Lock()
+		for _, f := range a.failures {
+			if !f.Before(since) {
+				out[i] = append(out[i], f)
+			}
+		}
+		a.mu.Unlock()
+	}
+	return out
+}
+
+// Wait waits until every agent is served by replica id at or after from,
+// or timeout passes (an error that says how many are not), or ctx ends.
+func (l *Load) Wait(ctx context.Context, id string, from time.Time, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		missing := 0
+		for _, t := range l.ServedBy(id, from) {
+			if t.IsZero() {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agents: %d of %d not served by %s within %v", missing, len(l.agents), id, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
