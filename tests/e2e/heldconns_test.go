@@ -110,15 +110,15 @@ func TestHeldConnections(t *testing.T) {
 
 // startHeldFleet starts a control plane (opts, in a network namespace of
 // the test's, with one node) and three replicas of the example over HTTPS
-// at shortDurations, each behind a fault proxy, their API registered; it
-// returns the handover rig and the leader.
-func startHeldFleet(ctx context.Context, t *testing.T, opts cluster.Options) (*cluster.Env, *handoverRig, string) {
+// at shortDurations (with the example's extra flags), each behind a fault
+// proxy, their API registered; it returns the handover rig and the leader.
+func startHeldFleet(ctx context.Context, t *testing.T, opts cluster.Options, extra ...string) (*cluster.Env, *handoverRig, string) {
 	t.Helper()
 	opts.Netns = netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
 	opts.Nodes = []string{"node-a"}
 	env := cluster.Start(t, opts)
 	require.NoError(t, env.CreateNamespace(ctx, "ha", nil))
-	f := newFleet(t, env, "ha", "ctl", shortDurations)
+	f := newFleet(t, env, "ha", "ctl", shortDurations, extra...)
 	f.BindPublished = true
 	require.NoError(t, f.EnableAPI())
 	rig := &handoverRig{f: f, d: shortDurations}

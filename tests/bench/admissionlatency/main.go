@@ -36,6 +36,7 @@ import (
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/internal/procstat"
 	"github.com/fastover/fastover/tests/harness/benchrun"
 	"github.com/fastover/fastover/tests/harness/podgen"
 	"github.com/fastover/fastover/toleration"
@@ -43,10 +44,6 @@ import (
 )
 
 func main() { benchrun.Main("admissionlatency", run) }
-
-// clockTicks is the unit of utime and stime in /proc/<pid>/stat
-// (USER_HZ, 100 on Linux).
-const clockTicks = 100
 
 type lane struct {
 	name   string
@@ -140,7 +137,7 @@ func run() error {
 	for done := 0; done < *n; done += *batch {
 		k := min(*batch, *n-done)
 		for _, l := range lanes {
-			before, err := cpuTicks(pid)
+			before, err := procstat.CPUTicks(pid)
 			if err != nil {
 				return err
 			}
@@ -151,7 +148,7 @@ func run() error {
 				}
 				l.lat = append(l.lat, took)
 			}
-			after, err := cpuTicks(pid)
+			after, err := procstat.CPUTicks(pid)
 			if err != nil {
 				return err
 			}
@@ -168,10 +165,10 @@ func run() error {
 	fmt.Printf("%-12s %8s %9s %9s %9s %9s %9s %24s\n", "lane", "creates", "p50", "p90", "p99", "max", "mean", "API server CPU/1000")
 	base := lanes[0]
 	for _, l := range lanes {
-		cpu := float64(l.ticks) / clockTicks / float64(len(l.lat)) * 1000
+		cpu := float64(l.ticks) / procstat.ClockTicks / float64(len(l.lat)) * 1000
 		extra := ""
 		if l != base {
-			extra = fmt.Sprintf(" (%+.2fs)", cpu-float64(base.ticks)/clockTicks/float64(len(base.lat))*1000)
+			extra = fmt.Sprintf(" (%+.2fs)", cpu-float64(base.ticks)/procstat.ClockTicks/float64(len(base.lat))*1000)
 		}
 		fmt.Printf("%-12s %8d %9s %9s %9s %9s %9s %24s\n", l.name, len(l.lat), ms(pct(l.lat, 50)), ms(pct(l.lat, 90)), ms(pct(l.lat, 99)),
 			ms(pct(l.lat, 100)), ms(mean(l.lat)), fmt.Sprintf("%.2fs%s", cpu, extra))
@@ -238,54 +235,12 @@ func apiServerPid(env *cluster.Env, apiServer string) (int, error) {
 		if args[0] != want || !slices.Contains(args, "--secure-port="+port) {
 			continue
 		}
-		if ppid, err := parentPid(pid); err != nil || ppid != os.Getpid() {
+		if ppid, err := procstat.ParentPid(pid); err != nil || ppid != os.Getpid() {
 			continue
 		}
 		return pid, nil
 	}
 	return 0, fmt.Errorf("no kube-apiserver child of this process on port %s", port)
-}
-
-// stat returns the fields of /proc/<pid>/stat after the command's name
-// (field 3, the state, first).
-func stat(pid int) ([]string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	return f, nil
-}
-
-func parentPid(pid int) (int, error) {
-	f, err := stat(pid)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(f[1]) // field 4
-}
-
-// cpuTicks returns utime+stime of the process (fields 14 and 15), in
-// clock ticks.
-func cpuTicks(pid int) (int64, error) {
-	f, err := stat(pid)
-	if err != nil {
-		return 0, err
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return u + s, nil
 }
 
 func apiServerVersion(env *cluster.Env) string {

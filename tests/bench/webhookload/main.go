@@ -34,6 +34,7 @@ import (
 
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/procstat"
 	"github.com/fastover/fastover/tests/harness/benchrun"
 	"github.com/fastover/fastover/webhook"
 )
@@ -103,7 +104,7 @@ func run() error {
 		return err
 	}
 	baseRes.print(fmt.Sprintf("%d req/s for %v", c.base, c.baseFor))
-	baseRSS, err := peakRSS(srv.proc.Pid())
+	baseRSS, err := procstat.PeakRSS(srv.proc.Pid())
 	if err != nil {
 		return err
 	}
@@ -133,13 +134,13 @@ func run() error {
 			best = passed[i]
 		}
 	}
-	rss, err := peakRSS(srv.proc.Pid())
+	rss, err := procstat.PeakRSS(srv.proc.Pid())
 	if err != nil {
 		return err
 	}
 	fmt.Printf("\n%-46s %s\n", "p99 at "+strconv.Itoa(c.base)+" req/s:", baseRes.pct(99))
 	fmt.Printf("%-46s %d req/s (of those tried, held for %v)\n", "highest rate with p99 < "+c.limit.String()+":", best, c.baseFor)
-	fmt.Printf("%-46s %.1f MiB after the %d req/s run, %.1f MiB at the end\n", "server peak RSS (VmHWM):", float64(baseRSS)/1024, c.base, float64(rss)/1024)
+	fmt.Printf("%-46s %.1f MiB after the %d req/s run, %.1f MiB at the end\n", "server peak RSS (VmHWM):", float64(baseRSS)/(1<<20), c.base, float64(rss)/(1<<20))
 	return nil
 }
 
@@ -344,18 +345,4 @@ func send(ctx context.Context, client *http.Client, url string, body []byte) err
 		return fmt.Errorf("unexpected answer %.200s", out)
 	}
 	return nil
-}
-
-// peakRSS reads the process's peak resident set size, in KiB.
-func peakRSS(pid int) (int, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			return strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc status")
 }

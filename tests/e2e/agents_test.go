@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"github.com/fastover/fastover/internal/agents"
+	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/kubeproxy"
+	"github.com/fastover/fastover/internal/procstat"
+)
+
+// The payload every agent lists from each new leader (issue 41): a policy
+// set of 200 objects of 2 KiB.
+const (
+	agentPolicies   = 200
+	agentPolicySize = 2048
+)
+
+// TestAgentsFollowTheLeader is the storm of issue 41: AGENTS_N agents (100
+// by default; make bench-agents runs 1,000), each with a connection of its
+// own and client-go informers of the example's aggregated API through
+// kube-proxy's ClusterIP (replicas, and a policy set of 200 objects of
+// 2 KiB that each lists again from every new leader), every other one
+// through leader/follow. The leader is signalled (AGENTS_FAULTS, default
+// SIGTERM and SIGKILL; the bench adds SIGSTOP and cut), and the test logs
+// how long after the fault 50 %, 90 %, 99 % and 100 % of the agents were
+// served by the new leader (an event from it and all its policies), how
+// many agents had a request fail and for how long, how many still heard
+// from the old leader after the new one served them, and the new leader's
+// CPU time and peak memory.
+//
+// The agents run in the test's process, on the same two cores as the
+// replicas and the control plane: the figures are pessimistic for a
+// cluster, where agents are on other nodes. The replicas are processes
+// with the Lease, not pods, so a SIGKILL is taken over at the Lease's
+// expiry (shortDurations: 4 s), not by crash takeover.
+//
+// It fails if an agent is not served by the new leader within
+// agentsBound after a stop or a kill, or if one is fed by the old leader
+// after the new one served it.
+func TestAgentsFollowTheLeader(t *testing.T) {
+	n := 100
+	if s := os.Getenv("AGENTS_N"); s != "" {
+		v, err := strconv.Atoi(s)
+		require.NoError(t, err, "AGENTS_N")
+		n = v
+	}
+	faults := []leaderFault{faultTerm, faultKill}
+	if s := os.Getenv("AGENTS_FAULTS"); s != "" {
+		faults = nil
+		for _, f := range strings.Split(s, ",") {
+			faults = append(faults, leaderFault(strings.TrimSpace(f)))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(len(faults))*(heldCap+time.Minute))
+	defer cancel()
+	start := time.Now()
+	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{},
+		"--api-policies", strconv.Itoa(agentPolicies), "--api-policy-size", strconv.Itoa(agentPolicySize))
+	f := rig.f
+	kp, err := kubeproxy.Start(env, kubeproxy.Options{Node: "node-a", Name: "kube-proxy"})
+	require.NoError(t, err)
+	defer func() { _ = kp.Stop(context.Background()) }()
+	vip, err := kp.WaitService(ctx, "ha", "ctl", 30*time.Second)
+	require.NoError(t, err)
+	host := "https://" + net.JoinHostPort(vip, "80")
+
+	actx, stopAgents := context.WithCancel(ctx)
+	defer stopAgents()
+	l, err := agents.Start(actx, agents.Config{
+		N:         n,
+		Agent:     func(i int) *rest.Config { return f.AgentConfig(host, fmt.Sprintf("agent-%d", i)) },
+		Policies:  agentPolicies,
+		Follows:   func(i int) bool { return i%2 == 1 },
+		Kube:      env.Config,
+		Namespace: f.Namespace, Service: f.Service,
+	})
+	require.NoError(t, err)
+	require.NoError(t, l.Wait(ctx, leader, time.Time{}, 2*time.Minute), "the agents' first list")
+	t.Logf("%d agents served by %s %v after the test began", n, leader, time.Since(start).Round(time.Millisecond))
+	// The watches run a while before a fault, as in a cluster (client-go
+	// backs off after a watch that ends within a second without events).
+	time.Sleep(2 * time.Second)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d agents (half through leader/follow), %d policies of %d B each, lease %v; from the fault to the agents served by the new leader\n",
+		n, agentPolicies, agentPolicySize, rig.d)
+	fmt.Fprintf(&b, "%-8s %-7s %-48s %-24s %5s %10s %8s\n", "fault", "agents", "served", "errored (longest)", "stale", "leader CPU", "peak RSS")
+	for _, flt := range faults {
+		row := agentsHandover(ctx, t, rig, l, leader, flt)
+		b.WriteString(row.text)
+		leader = row.next
+	}
+	t.Logf("%s(the test took %v)", b.String(), time.Since(start).Round(time.Second))
+}
+
+// agentsBound bounds, generously, the time from a stop or a kill of the
+// leader to every agent served by the new one, in make test's N = 100.
+func agentsBound(flt leaderFault) time.Duration {
+	if flt == faultTerm {
+		return 20 * time.Second
+	}
+	return shortDurations.Lease + 25*time.Second
+}
+
+type agentsRow struct {
+	next string
+	text string
+}
+
+// agentsHandover plays one fault on the leader old and sums up how the
+// agents followed.
+func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents.Load, old string, flt leaderFault) agentsRow {
+	t.Helper()
+	r := h.f.ByID(old)
+	require.NotNil(t, r)
+	fault := time.Now()
+	heal := h.inject(ctx, t, r, flt)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, heldCap, true, func(ctx context.Context) (bool, error) {
+		lease, err := h.f.Env.Client.CoordinationV1().Leases(h.f.Namespace).Get(ctx, h.f.Lease, metav1.GetOptions{})
+		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != old, nil
+	}), "no new leader after %s", flt)
+	next, _ := h.successor(ctx, t, old, fault)
+	nr := h.f.ByID(next)
+	cpu0, _ := procstat.CPU(nr.Proc.Pid())
+	waitErr := l.Wait(ctx, next, fault, heldCap)
+	until := time.Now()
+	cpu1, _ := procstat.CPU(nr.Proc.Pid())
+	rss, _ := procstat.PeakRSS(nr.Proc.Pid())
+	if heal != nil {
+		require.NoError(t, heal(ctx))
+	}
+	served := l.ServedBy(next, fault)
+	failures := l.Failures(fault)
+	last := l.LastFrom(old)
+	var text strings.Builder
+	for _, group := range []struct {
+		name string
+		in   func(i int) bool
+	}{
+		{"all", func(int) bool { return true }},
+		{"plain", func(i int) bool { return !l.Follows(i) }},
+		{"follow", l.Follows},
+	} {
+		var s []time.Time
+		var fs [][]time.Time
+		var ls []time.Time
+		for i := range l.N() {
+			if group.in(i) {
+				s, fs, ls = append(s, served[i]), append(fs, failures[i]), append(ls, last[i])
+			}
+		}
+		sp := agents.SpreadOf(fault, s)
+		o := agents.OutageOf(fs, s, until)
+		stale := agents.Stale(ls, s)
+		cpu, peak := "", ""
+		if group.name == "all" {
+			cpu, peak = (cpu1 - cpu0).Round(10*time.Millisecond).String(), fmt.Sprintf("%d MiB", rss>>20)
+		}
+		fmt.Fprintf(&text, "%-8s %-7s %-48s %-24s %5d %10s %8s\n", flt, group.name, sp,
+			fmt.Sprintf("%d (%s)", o.Agents, agents.FormatDuration(o.Longest)), stale, cpu, peak)
+		if flt == faultTerm || flt == faultKill {
+			if group.name == "all" {
+				assert.NoError(t, waitErr, "after %s", flt)
+				assert.NotEqual(t, agents.Never, sp.Max, "after %s, not every agent was served by %s", flt, next)
+				assert.Less(t, sp.Max, agentsBound(flt), "after %s, the last agent served by %s", flt, next)
+			}
+			assert.Zero(t, stale, "%s agents fed by the old leader %s after %s served them (%s)", group.name, old, next, flt)
+		}
+	}
+	t.Logf("%s: leader %s -> %s\n%s", flt, old, next, text.String())
+	h.restart(ctx, t, r, flt)
+	// Let the agents' new watches run a while before the next fault.
+	time.Sleep(2 * time.Second)
+	return agentsRow{next: next, text: text.String()}
+}
