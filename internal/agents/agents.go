@@ -79,6 +79,7 @@ type agent struct {
 	byName   map[string]string
 	complete map[string]time.Time
 	failures []time.Time
+	kinds    []string // kindOf each failure
 }
 
 // Start starts cfg.N agents, which run until ctx ends. It returns once
@@ -149,9 +150,9 @@ func (l *Load) start(ctx context.Context, i int, a *agent) error {
 	if err != nil {
 		return err
 	}
-	failed := func(context.Context, *cache.Reflector, error) {
+	failed := func(_ context.Context, _ *cache.Reflector, err error) {
 		if ctx.Err() == nil {
-			a.failed(time.Now())
+			a.failed(time.Now(), err)
 		}
 	}
 	gvrs := []schema.GroupVersionResource{fleet.ReplicasGVR}
@@ -175,9 +176,10 @@ func (l *Load) start(ctx context.Context, i int, a *agent) error {
 	return nil
 }
 
-func (a *agent) failed(at time.Time) {
+func (a *agent) failed(at time.Time, err error) {
 	a.mu.Lock()
 	a.failures = append(a.failures, at)
+	a.kinds = append(a.kinds, kindOf(err))
 	a.mu.Unlock()
 }
 
@@ -303,6 +305,22 @@ func (l *Load) Failures(since time.Time) [][]time.Time {
 		for _, f := range a.failures {
 			if !f.Before(since) {
 				out[i] = append(out[i], f)
+			}
+		}
+		a.mu.Unlock()
+	}
+	return out
+}
+
+// FailureKinds counts the agents' failures at or after since by kind
+// (kindOf: "connection refused", "410 Gone", ...).
+func (l *Load) FailureKinds(since time.Time) map[string]int {
+	out := map[string]int{}
+	for _, a := range l.agents {
+		a.mu.Lock()
+		for i, f := range a.failures {
+			if !f.Before(since) {
+				out[a.kinds[i]]++
 			}
 		}
 		a.mu.Unlock()

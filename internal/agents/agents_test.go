@@ -181,6 +181,9 @@ func TestAgentsFollowASwitch(t *testing.T) {
 	for i := range l.N() {
 		assert.False(t, l.Follows(i))
 	}
+	// The policies' watches, ended, started again from r-1's version:
+	// r-2 answered 410 Gone, and the agents listed again.
+	assert.Positive(t, l.FailureKinds(fault)["410 Gone"], "%v", l.FailureKinds(fault))
 	// r-1 served nobody since the fault; nobody heard from it after r-2.
 	assert.Equal(t, 0, SpreadOf(fault, l.ServedBy("r-1", fault)).Served)
 	assert.Equal(t, 0, Stale(l.LastFrom("r-1"), l.ServedBy("r-2", fault)))

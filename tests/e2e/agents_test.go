@@ -181,6 +181,7 @@ func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents
 			assert.Zero(t, stale, "%s agents fed by the old leader %s after %s served them (%s)", group.name, old, next, flt)
 		}
 	}
+	fmt.Fprintf(&text, "%-8s failed lists and watches, by kind: %s\n", flt, agents.FormatKinds(l.FailureKinds(fault)))
 	t.Logf("%s: leader %s -> %s\n%s", flt, old, next, text.String())
 	h.restart(ctx, t, r, flt)
 	// Let the agents' new watches run a while before the next fault.
