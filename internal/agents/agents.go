@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -83,7 +84,8 @@ type agent struct {
 }
 
 // Start starts cfg.N agents, which run until ctx ends. It returns once
-// all have started (not synced: see Wait).
+// all have started (not synced: see Wait); on an error, those that did
+// start run until ctx ends too.
 func Start(ctx context.Context, cfg Config) (*Load, error) {
 	switch {
 	case cfg.N < 1:
@@ -99,20 +101,33 @@ func Start(ctx context.Context, cfg Config) (*Load, error) {
 		cfg.Logger = logr.Discard()
 	}
 	ctx = klog.NewContext(ctx, cfg.Logger)
-	l := &Load{cfg: cfg}
+	l := &Load{cfg: cfg, agents: make([]*agent, cfg.N)}
+	// A few at a time: a Follower's start reads the Service and its
+	// EndpointSlices, a round trip to kube-apiserver.
+	var g errgroup.Group
+	g.SetLimit(startParallel)
 	for i := range cfg.N {
 		a := &agent{
 			since: map[string]time.Time{}, last: map[string]time.Time{},
 			held: map[string]int{}, byName: map[string]string{}, complete: map[string]time.Time{},
 		}
 		a.follows = cfg.Follows != nil && cfg.Follows(i)
-		if err := l.start(ctx, i, a); err != nil {
-			return nil, fmt.Errorf("agents: agent %d: %w", i, err)
-		}
-		l.agents = append(l.agents, a)
+		l.agents[i] = a
+		g.Go(func() error {
+			if err := l.start(ctx, i, a); err != nil {
+				return fmt.Errorf("agents: agent %d: %w", i, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
+
+// startParallel is how many agents Start starts at once.
+const startParallel = 16
 
 // ownTransport returns a copy of c with a Dial, so that client-go makes it
 // a transport (and connections) of its own.

@@ -28,7 +28,7 @@ func TestAPIServerHealthCheckBoundsAHeldBackend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*heldCap+3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{APIServerEnv: apiServerHealthCheck})
+	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{APIServerEnv: apiServerHealthCheck}, true)
 	cctx, stopClients := context.WithCancel(ctx)
 	defer stopClients()
 	watch, list := startAPIServerClients(cctx, t, env)

@@ -77,7 +77,7 @@ func TestHeldConnections(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(4*runs)*2*heldCap+3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{})
+	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{}, true)
 	f, d := rig.f, rig.d
 	kp, err := kubeproxy.Start(env, kubeproxy.Options{Node: "node-a", Name: "kube-proxy"})
 	require.NoError(t, err)
@@ -111,8 +111,9 @@ func TestHeldConnections(t *testing.T) {
 // startHeldFleet starts a control plane (opts, in a network namespace of
 // the test's, with one node) and three replicas of the example over HTTPS
 // at shortDurations (with the example's extra flags), each behind a fault
-// proxy, their API registered; it returns the handover rig and the leader.
-func startHeldFleet(ctx context.Context, t *testing.T, opts cluster.Options, extra ...string) (*cluster.Env, *handoverRig, string) {
+// proxy if proxies (a cut needs them), their API registered; it returns
+// the handover rig and the leader.
+func startHeldFleet(ctx context.Context, t *testing.T, opts cluster.Options, proxies bool, extra ...string) (*cluster.Env, *handoverRig, string) {
 	t.Helper()
 	opts.Netns = netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
 	opts.Nodes = []string{"node-a"}
@@ -122,7 +123,9 @@ func startHeldFleet(ctx context.Context, t *testing.T, opts cluster.Options, ext
 	f.BindPublished = true
 	require.NoError(t, f.EnableAPI())
 	rig := &handoverRig{f: f, d: shortDurations}
-	rig.useFaultProxies(t)
+	if proxies {
+		rig.useFaultProxies(t)
+	}
 	require.NoError(t, f.CreateService(ctx, nil))
 	require.NoError(t, f.Add(3))
 	leader := waitServing(ctx, t, f, "", 30*time.Second)
