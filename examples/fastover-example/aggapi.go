@@ -131,6 +131,7 @@ func newAggAPI(src replicaSource, auth *frontProxyAuth) *aggAPI {
 }
 
 func (a *aggAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(replicaHeader, a.src.Identity())
 	user, err := a.auth.authenticate(r)
 	if a.logRequest(user) {
 		klog.InfoS("aggregated API request", "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery,

@@ -18,8 +18,10 @@ import (
 // the payload an agent lists from the controller, as an antrea-agent lists
 // its network policies. They never change, so a watch of them carries
 // bookmarks only; what they cost is the LIST every agent makes again when
-// it reconnects to a new leader. Each names the replica that served it
-// (servedByAnnotation), so an agent sees whose list it holds.
+// it reconnects to a new leader, unless the versions are shared
+// (--api-versions=shared): then its watch resumes there. Each names the
+// replica that served it (servedByAnnotation), so an agent sees whose list
+// it holds.
 const (
 	policiesResource   = "policies"
 	policyKind         = "Policy"
@@ -56,10 +58,23 @@ type PolicyList struct {
 	Items           []Policy `json:"items"`
 }
 
+// replicaHeader names, on every answer of the aggregated API, the replica
+// that gave it: a client sees who answered a watch that carries no event.
+const replicaHeader = "Fastover-Example-Replica"
+
+// sharedVersion is the payload's resourceVersion on every replica with
+// --api-versions=shared: the payload never changes, so its version is the
+// same wherever it is served, as the versions of a controller that derives
+// them from its inputs' are.
+const sharedVersion = "1"
+
 // policySet is the payload, built once: the objects differ from one
 // replica to the next only in their served-by annotation.
 type policySet struct {
 	items []Policy
+	// shared: the objects' and lists' version is sharedVersion, and a
+	// watch from it resumes on any replica.
+	shared bool
 }
 
 // checkPolicyFlags says what is wrong with --api-policies and
@@ -78,10 +93,14 @@ func checkPolicyFlags(n, size int) error {
 }
 
 // newPolicySet makes n policies of size bytes of rules each, served by id,
-// created at created.
-func newPolicySet(n, size int, id string, created time.Time) *policySet {
+// created at created; shared: with sharedVersion as their version.
+func newPolicySet(n, size int, id string, created time.Time, shared bool) *policySet {
 	rules := strings.Repeat("r", size)
-	s := &policySet{items: make([]Policy, n)}
+	s := &policySet{items: make([]Policy, n), shared: shared}
+	rv := strconv.FormatInt(created.UnixMicro(), 10)
+	if shared {
+		rv = sharedVersion
+	}
 	for i := range s.items {
 		s.items[i] = Policy{
 			TypeMeta: metav1.TypeMeta{Kind: policyKind, APIVersion: groupVersion.String()},
@@ -89,8 +108,9 @@ func newPolicySet(n, size int, id string, created time.Time) *policySet {
 				Name:              fmt.Sprintf("policy-%05d", i),
 				CreationTimestamp: metav1.NewTime(created),
 				// The objects never change; the replica's start time
-				// makes a restarted replica's versions newer.
-				ResourceVersion: strconv.FormatInt(created.UnixMicro(), 10),
+				// makes a restarted replica's versions newer, unless
+				// they are shared.
+				ResourceVersion: rv,
 				Annotations:     map[string]string{servedByAnnotation: id},
 			},
 			Spec: PolicySpec{Rules: rules},
@@ -117,21 +137,26 @@ func (a *aggAPI) servePolicies(w http.ResponseWriter, r *http.Request, name stri
 		writeStatus(w, apierrors.NewNotFound(policiesGR, name))
 		return
 	}
+	rv := me.ResourceVersion
+	if a.policies.shared {
+		rv = sharedVersion
+	}
 	if isWatch(r) {
-		a.watchPolicies(w, r, me.ResourceVersion)
+		a.watchPolicies(w, r, rv)
 		return
 	}
 	writeJSON(w, http.StatusOK, &PolicyList{
 		TypeMeta: metav1.TypeMeta{Kind: policyKind + "List", APIVersion: groupVersion.String()},
-		ListMeta: metav1.ListMeta{ResourceVersion: me.ResourceVersion},
+		ListMeta: metav1.ListMeta{ResourceVersion: rv},
 		Items:    items,
 	})
 }
 
-// ownVersion reports whether a watch may start at resourceVersion v: any
-// ("" or "0"), or one this replica gave out.
+// ownVersion reports whether a watch of policies may start at
+// resourceVersion v: any ("" or "0"), one this replica gave out, or, with
+// shared versions, sharedVersion.
 func (a *aggAPI) ownVersion(v string) bool {
-	if v == "" || v == "0" {
+	if v == "" || v == "0" || (a.policies.shared && v == sharedVersion) {
 		return true
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
@@ -154,7 +179,7 @@ func (a *aggAPI) watchPolicies(w http.ResponseWriter, r *http.Request, rv string
 		// A version another replica gave out (the client's watch moved to
 		// a new leader): as an API server whose store does not have it,
 		// 410 Gone, and the client lists again.
-		writeStatus(w, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s (replica %s serves versions from %d)", from, a.src.Identity(), a.firstRV)))
+		writeStatus(w, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s (replica %s serves versions from %d; --api-versions=shared to share them)", from, a.src.Identity(), a.firstRV)))
 		return
 	}
 	send, ok := startStream(w)

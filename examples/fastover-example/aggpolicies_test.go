@@ -40,12 +40,14 @@ func TestCheckPolicyFlags(t *testing.T) {
 	}
 	_, err := parseFlags([]string{"--namespace", "x", "--api-policies", "-3"}, io.Discard)
 	assert.ErrorContains(t, err, "--api-policies -3")
+	_, err = parseFlags([]string{"--namespace", "x", "--api-versions", "mine"}, io.Discard)
+	assert.ErrorContains(t, err, `--api-versions "mine": want replica or shared`)
 }
 
 func TestAggAPIPolicies(t *testing.T) {
 	src := &fakeReplica{id: "r-1", leading: true}
 	api, pc := newTestAPI(t, src)
-	api.policies = newPolicySet(3, 100, "r-1", api.started)
+	api.policies = newPolicySet(3, 100, "r-1", api.started, false)
 
 	w := do(api, "GET", "/apis/example.fastover.io/v1alpha1/policies", pc.cert, nil)
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
@@ -87,7 +89,7 @@ func TestAggAPIPolicies(t *testing.T) {
 
 func TestAggAPIPoliciesWatch(t *testing.T) {
 	api, pc := newTestAPI(t, &fakeReplica{id: "r-1", leading: true})
-	api.policies = newPolicySet(2, 10, "r-1", api.started)
+	api.policies = newPolicySet(2, 10, "r-1", api.started, false)
 	watchOf := func(query string, d time.Duration) []watch.EventType {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
@@ -127,6 +129,18 @@ func TestAggAPIPoliciesWatch(t *testing.T) {
 		require.Equal(t, http.StatusGone, w.Code, rv)
 		assert.Equal(t, metav1.StatusReasonExpired, decodeStatus(t, w).Reason)
 	}
+	assert.Equal(t, "r-1", w.Header().Get(replicaHeader), "every answer names the replica")
+
+	// With shared versions, a watch from the shared version resumes on
+	// any replica; lists and objects carry it.
+	api.policies = newPolicySet(2, 10, "r-1", api.started, true)
+	assert.Empty(t, watchOf("watch=true&resourceVersion="+sharedVersion, 50*time.Millisecond))
+	w = do(api, "GET", "/apis/example.fastover.io/v1alpha1/policies", pc.cert, nil)
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &list))
+	assert.Equal(t, sharedVersion, list.ResourceVersion)
+	assert.Equal(t, sharedVersion, list.Items[0].ResourceVersion)
+	w = do(api, "GET", "/apis/example.fastover.io/v1alpha1/policies?watch=true&resourceVersion=5", pc.cert, nil)
+	require.Equal(t, http.StatusGone, w.Code, "a version from nowhere is still gone")
 }
 
 // TestAggAPIPoliciesInformer: a client-go informer (dynamic, client-go's
@@ -157,7 +171,7 @@ func BenchmarkPoliciesList(b *testing.B) {
 	auth, err := newFrontProxyAuth(pc.caPEM, []string{"front-proxy-client"}, nil, "test")
 	require.NoError(b, err)
 	api := newAggAPI(src, auth)
-	api.policies = newPolicySet(200, 2048, "r-1", api.started)
+	api.policies = newPolicySet(200, 2048, "r-1", api.started, false)
 	b.ReportAllocs()
 	for b.Loop() {
 		w := do(api, "GET", "/apis/example.fastover.io/v1alpha1/policies", pc.cert, nil)
@@ -166,4 +180,35 @@ func BenchmarkPoliciesList(b *testing.B) {
 		}
 		b.SetBytes(int64(w.Body.Len()))
 	}
+}
+
+// TestAggAPIPoliciesWatchEstablished: a watch of policies with nothing to
+// send is established at once for a client-go client (the headers go out
+// before the first event), so a client knows which replica serves it.
+// Before the flush, Watch blocked until the first bookmark, a minute on.
+func TestAggAPIPoliciesWatchEstablished(t *testing.T) {
+	_, cfg, _ := startAPIServer(t, http.NewServeMux(), &liveReplica{id: "r-1"}, true, func(o *options) { o.apiPolicies, o.apiPolicySize = 2, 10 })
+	var served string
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil {
+				served = resp.Header.Get(replicaHeader)
+			}
+			return resp, err
+		})
+	})
+	client, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	gvr := schema.GroupVersionResource{Group: apiGroup, Version: apiVersion, Resource: policiesResource}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := client.Resource(gvr).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	start := time.Now()
+	w, err := client.Resource(gvr).Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	require.NoError(t, err, "the watch is established before its first event")
+	defer w.Stop()
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Equal(t, "r-1", served)
 }

@@ -116,6 +116,10 @@ func startStream(w http.ResponseWriter) (send func(watch.EventType, any) bool, o
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
+	// The headers go out now: a watch that has nothing to send yet is
+	// established for its client all the same (client-go's Watch returns
+	// once they arrive).
+	flusher.Flush()
 	enc := json.NewEncoder(w)
 	return func(typ watch.EventType, obj any) bool {
 		if err := enc.Encode(watchEvent{Type: typ, Object: obj}); err != nil {

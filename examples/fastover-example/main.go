@@ -77,6 +77,7 @@ type options struct {
 	apiStandby     string
 	apiPolicies    int
 	apiPolicySize  int
+	apiVersions    string
 	standby        string
 	crashTakeover  bool
 	crashSignals   bool
@@ -111,6 +112,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.apiStandby, "api-standby", "answer", "what a replica that does not lead answers to the aggregated API's replicas: answer (itself, status.leading false) or refuse (503 ServiceUnavailable, Retry-After 1)")
 	fs.IntVar(&o.apiPolicies, "api-policies", 0, "how many objects the aggregated API's policies resource holds: the payload an agent lists again from each new leader")
 	fs.IntVar(&o.apiPolicySize, "api-policy-size", 2048, "bytes of rules in each of --api-policies")
+	fs.StringVar(&o.apiVersions, "api-versions", "replica", "the policies' resourceVersions: replica (each replica's own: a watch from another's is 410 Gone, and the client lists again) or shared (the same on every replica: a watch resumes on a new leader)")
 	fs.BoolVar(&o.crashTakeover, "crash-takeover", true, "crash takeover (leader.Config.Pod, from $POD_NAME, $POD_NAMESPACE, $POD_UID, $CONTAINER_NAME): standbys take over the moment the kubelet reports the leader's container ended; false: when its Lease expires")
 	fs.BoolVar(&o.crashSignals, "crash-signals", false, "crash on a signal, for tests and demos: SIGUSR1 panics, SIGUSR2 allocates memory until the container's memory limit has it OOM-killed")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -147,6 +149,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	if err := checkPolicyFlags(o.apiPolicies, o.apiPolicySize); err != nil {
 		return nil, err
+	}
+	if o.apiVersions != "replica" && o.apiVersions != "shared" {
+		return nil, fmt.Errorf("--api-versions %q: want replica or shared", o.apiVersions)
 	}
 	if o.requestCA == "" && o.allowedNames != "" {
 		return nil, errors.New("--requestheader-allowed-names needs --requestheader-client-ca-file (else both come from the ConfigMap)")
@@ -285,7 +290,7 @@ func serveAPI(mux *http.ServeMux, o *options, client kubernetes.Interface, src r
 	}
 	api := newAggAPI(src, auth)
 	api.refuseStandby = o.apiStandby == "refuse"
-	api.policies = newPolicySet(o.apiPolicies, o.apiPolicySize, src.Identity(), api.started)
+	api.policies = newPolicySet(o.apiPolicies, o.apiPolicySize, src.Identity(), api.started, o.apiVersions == "shared")
 	mux.Handle(apisPrefix, api)
 	mux.Handle(apisPrefix+"/", api)
 	return &tls.Config{

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +33,10 @@ var PoliciesGVR = schema.GroupVersionResource{Group: fleet.APIGroup, Version: fl
 // ServedByAnnotation is the policies' annotation that names the replica
 // that served them.
 const ServedByAnnotation = fleet.APIGroup + "/served-by"
+
+// ReplicaHeader is the header with which fastover-example's API names the
+// replica that answered: who serves a watch that carries no event.
+const ReplicaHeader = "Fastover-Example-Replica"
 
 // Config says what agents to run.
 type Config struct {
@@ -67,8 +73,9 @@ type Load struct {
 
 // agent is what one agent has seen.
 type agent struct {
-	follows bool
-	mu      sync.Mutex
+	follows  bool
+	policies int // how many the API serves (Config.Policies)
+	mu       sync.Mutex
 	// cur is the replica of the last event of replicas; since[r] is when
 	// the latest run of events from replica r began, last[r] the last
 	// event from it.
@@ -79,8 +86,13 @@ type agent struct {
 	held     map[string]int
 	byName   map[string]string
 	complete map[string]time.Time
-	failures []time.Time
-	kinds    []string // kindOf each failure
+	// watching[r] is when replica r last began to answer the agent's
+	// watches of policies (the first after answers of another): a watch
+	// that resumed there, with no list, is served too.
+	watching    map[string]time.Time
+	lastWatcher string
+	failures    []time.Time
+	kinds       []string // kindOf each failure
 }
 
 // Start starts cfg.N agents, which run until ctx ends. It returns once
@@ -107,11 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Load, error) {
 	var g errgroup.Group
 	g.SetLimit(startParallel)
 	for i := range cfg.N {
-		a := &agent{
-			since: map[string]time.Time{}, last: map[string]time.Time{},
-			held: map[string]int{}, byName: map[string]string{}, complete: map[string]time.Time{},
-		}
-		a.follows = cfg.Follows != nil && cfg.Follows(i)
+		a := newAgent(cfg.Policies, cfg.Follows != nil && cfg.Follows(i))
 		l.agents[i] = a
 		g.Go(func() error {
 			if err := l.start(ctx, i, a); err != nil {
@@ -128,6 +136,15 @@ func Start(ctx context.Context, cfg Config) (*Load, error) {
 
 // startParallel is how many agents Start starts at once.
 const startParallel = 16
+
+func newAgent(policies int, follows bool) *agent {
+	return &agent{
+		follows: follows, policies: policies,
+		since: map[string]time.Time{}, last: map[string]time.Time{},
+		held: map[string]int{}, byName: map[string]string{}, complete: map[string]time.Time{},
+		watching: map[string]time.Time{},
+	}
+}
 
 // ownTransport returns a copy of c with a Dial, so that client-go makes it
 // a transport (and connections) of its own.
@@ -159,6 +176,7 @@ func (l *Load) start(ctx context.Context, i int, a *agent) error {
 		}
 		cfg = f.RESTConfig(cfg)
 	}
+	cfg.Wrap(a.observeWatches)
 	// One client, so one transport: the agent's two informers share its
 	// connection, as an agent's informers do.
 	dc, err := dynamic.NewForConfig(cfg)
@@ -189,6 +207,25 @@ func (l *Load) start(ctx context.Context, i int, a *agent) error {
 		go inf.RunWithContext(ctx)
 	}
 	return nil
+}
+
+// observeWatches wraps the agent's transport: it records which replica
+// answers its watches of policies (ReplicaHeader).
+func (a *agent) observeWatches(rt http.RoundTripper) http.RoundTripper {
+	return fleet.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(r)
+		if err == nil && resp.StatusCode == http.StatusOK && strings.HasSuffix(r.URL.Path, "/"+PoliciesGVR.Resource) && r.URL.Query().Get("watch") == "true" {
+			if id := resp.Header.Get(ReplicaHeader); id != "" {
+				a.mu.Lock()
+				if id != a.lastWatcher {
+					a.lastWatcher = id
+					a.watching[id] = time.Now()
+				}
+				a.mu.Unlock()
+			}
+		}
+		return resp, err
+	})
 }
 
 func (a *agent) failed(at time.Time, err error) {
@@ -261,7 +298,10 @@ func (a *agent) policyHandler(n int) cache.ResourceEventHandler {
 
 // served is when the agent was first served by replica id at or after
 // from (zero: it is not): the later of the start of its current run of
-// events from id and when it came to hold all the policies from id.
+// events of replicas from id and the moment its policies were current
+// from id: when it came to hold all of them as listed from id, or, if its
+// watch resumed on id without a list, when id began to answer that watch
+// (and it held them all).
 func (a *agent) served(id string, from time.Time, policies bool) time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -272,12 +312,18 @@ func (a *agent) served(id string, from time.Time, policies bool) time.Time {
 	if !policies {
 		return at
 	}
-	all, ok := a.complete[id]
-	if !ok || all.Before(from) || a.held[id] < len(a.byName) {
+	var current time.Time
+	if all, ok := a.complete[id]; ok && !all.Before(from) && a.held[id] == len(a.byName) {
+		current = all
+	}
+	if w, ok := a.watching[id]; ok && !w.Before(from) && len(a.byName) == a.policies && (current.IsZero() || w.Before(current)) {
+		current = w
+	}
+	if current.IsZero() {
 		return time.Time{}
 	}
-	if all.After(at) {
-		return all
+	if current.After(at) {
+		return current
 	}
 	return at
 }

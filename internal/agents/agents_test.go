@@ -24,10 +24,13 @@ import (
 // and ends every watch, as a failover does.
 type fakeAPI struct {
 	policies int
-	mu       sync.Mutex
-	id       string
-	gen, rv  int
-	ended    chan struct{}
+	// shared: the policies' versions are the same on every replica, and
+	// their watch resumes after a switch.
+	shared  bool
+	mu      sync.Mutex
+	id      string
+	gen, rv int
+	ended   chan struct{}
 }
 
 func newFakeAPI(id string, policies int) *fakeAPI {
@@ -77,7 +80,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if kind == "Policy" && f.shared {
+		rv = "shared"
+	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(ReplicaHeader, id)
 	q := r.URL.Query()
 	if q.Get("watch") != "true" {
 		_ = json.NewEncoder(w).Encode(map[string]any{
@@ -86,14 +93,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	// A watch from a version of another replica is refused with 410 Gone,
-	// as fastover-example refuses one of policies: the client lists again.
-	if from := q.Get("resourceVersion"); from != "" && from != "0" && strings.Split(from, "-")[0] != strings.Split(rv, "-")[0] {
+	// A watch of policies from a version of another replica is refused
+	// with 410 Gone, as fastover-example refuses it: the client lists
+	// again.
+	if from := q.Get("resourceVersion"); kind == "Policy" && from != "" && from != "0" && strings.Split(from, "-")[0] != strings.Split(rv, "-")[0] {
 		w.WriteHeader(http.StatusGone)
 		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": "v1", "kind": "Status", "status": "Failure",
 			"reason": "Expired", "code": http.StatusGone, "message": "too old resource version: " + from})
 		return
 	}
+	w.(http.Flusher).Flush() // the watch is established
 	enc := json.NewEncoder(w)
 	send := func(typ string, obj map[string]any) {
 		_ = enc.Encode(map[string]any{"type": typ, "object": obj})
@@ -192,10 +201,35 @@ func TestAgentsFollowASwitch(t *testing.T) {
 	assert.ErrorContains(t, err, "10 of 10 not served by r-3")
 }
 
+// TestAgentsResumeOnASharedVersion: with versions shared by the replicas,
+// the agents' watches of policies resume on the new replica without a
+// 410 or a list, and the agents are served once it answers them.
+func TestAgentsResumeOnASharedVersion(t *testing.T) {
+	api := newFakeAPI("r-1", 5)
+	api.shared = true
+	cfg := startFake(t, api)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	l, err := Start(ctx, Config{N: 5, Agent: func(int) *rest.Config { return rest.CopyConfig(cfg) }, Policies: 5})
+	require.NoError(t, err)
+	require.NoError(t, l.Wait(ctx, "r-1", start, 30*time.Second))
+	time.Sleep(1100 * time.Millisecond)
+	fault := time.Now()
+	api.switchTo("r-2")
+	require.NoError(t, l.Wait(ctx, "r-2", fault, 30*time.Second))
+	assert.Zero(t, l.FailureKinds(fault)["410 Gone"], "%v", l.FailureKinds(fault))
+	for _, a := range l.agents {
+		a.mu.Lock()
+		assert.Equal(t, 5, a.held["r-1"], "the policies were not listed again")
+		a.mu.Unlock()
+	}
+}
+
 // An agent that holds some policies from the new replica and some from the
 // old is not served by the new one yet.
 func TestAgentPartialPolicies(t *testing.T) {
-	a := &agent{since: map[string]time.Time{}, last: map[string]time.Time{}, held: map[string]int{}, byName: map[string]string{}, complete: map[string]time.Time{}}
+	a := newAgent(2, false)
 	rep, pol := a.replicaHandler(), a.policyHandler(2)
 	t0 := time.Now()
 	rep.OnAdd(uns(object("Replica", "r-1", "1", "")), false)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -38,7 +39,10 @@ const (
 // own and client-go informers of the example's aggregated API through
 // kube-proxy's ClusterIP (replicas, and a policy set of 200 objects of
 // 2 KiB that each lists again from every new leader), every other one
-// through leader/follow. The leader is signalled (AGENTS_FAULTS, default
+// through leader/follow; the payload's versions are each replica's own
+// (a new leader answers a watch 410 Gone, and the agents list again) or,
+// with AGENTS_VERSIONS=shared, the same on every replica (the watches
+// resume). The leader is signalled (AGENTS_FAULTS, default
 // SIGTERM and SIGKILL; the bench adds SIGSTOP and cut), and the test logs
 // how long after the fault 50 %, 90 %, 99 % and 100 % of the agents were
 // served by the new leader (an event from it and all its policies), how
@@ -64,6 +68,10 @@ func TestAgentsFollowTheLeader(t *testing.T) {
 		require.NoError(t, err, "AGENTS_N")
 		n = v
 	}
+	// AGENTS_VERSIONS: the example's --api-versions, replica (a new
+	// leader answers the agents' watches of the payload 410 Gone, and they
+	// list it again) or shared (their watches resume there).
+	versions := cmp.Or(os.Getenv("AGENTS_VERSIONS"), "replica")
 	faults := []leaderFault{faultTerm, faultKill}
 	if s := os.Getenv("AGENTS_FAULTS"); s != "" {
 		faults = nil
@@ -79,7 +87,7 @@ func TestAgentsFollowTheLeader(t *testing.T) {
 	// wait on the agents' share of the cores.
 	cut := slices.Contains(faults, faultCut)
 	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{}, cut,
-		"--api-policies", strconv.Itoa(agentPolicies), "--api-policy-size", strconv.Itoa(agentPolicySize))
+		"--api-policies", strconv.Itoa(agentPolicies), "--api-policy-size", strconv.Itoa(agentPolicySize), "--api-versions", versions)
 	f := rig.f
 	kp, err := kubeproxy.Start(env, kubeproxy.Options{Node: "node-a", Name: "kube-proxy"})
 	require.NoError(t, err)
@@ -106,8 +114,8 @@ func TestAgentsFollowTheLeader(t *testing.T) {
 	time.Sleep(2 * time.Second)
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d agents (half through leader/follow), %d policies of %d B each, lease %v; from the fault to the agents served by the new leader\n",
-		n, agentPolicies, agentPolicySize, rig.d)
+	fmt.Fprintf(&b, "%d agents (half through leader/follow), %d policies of %d B each, versions %s, lease %v; from the fault to the agents served by the new leader\n",
+		n, agentPolicies, agentPolicySize, versions, rig.d)
 	fmt.Fprintf(&b, "%-8s %-7s %-48s %-24s %5s %10s %8s\n", "fault", "agents", "served", "errored (longest)", "stale", "leader CPU", "peak RSS")
 	for _, flt := range faults {
 		row := agentsHandover(ctx, t, rig, l, leader, flt, n <= agentsJudged)
