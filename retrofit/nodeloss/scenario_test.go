@@ -2,15 +2,18 @@ package nodeloss
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
 // cluster builds zones of nodes, each with pods pods of fastover's 0 s
-// toleration, ready.
+// toleration, ready; the nodes of the zones in name order.
 func cluster(zones map[string]int, pods int) []Node {
 	var nodes []Node
-	for zone, n := range zones {
-		for i := range n {
+	// Zones in name order: tests pick nodes by index.
+	for _, zone := range slices.Sorted(maps.Keys(zones)) {
+		for i := range zones[zone] {
 			node := Node{Name: fmt.Sprintf("%s-%03d", zone, i), Zone: "r/" + zone}
 			for j := range pods {
 				node.Pods = append(node.Pods, Pod{Namespace: "ns", Name: fmt.Sprintf("%s-%03d-%d", zone, i, j), Ready: true})
