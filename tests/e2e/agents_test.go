@@ -159,7 +159,7 @@ func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents
 		lease, err := h.f.Env.Client.CoordinationV1().Leases(h.f.Namespace).Get(ctx, h.f.Lease, metav1.GetOptions{})
 		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != old, nil
 	}), "no new leader after %s", flt)
-	next, _ := h.successor(ctx, t, old, fault)
+	next, acquired := h.successor(ctx, t, old, fault)
 	nr := h.f.ByID(next)
 	cpu0, _ := procstat.CPU(nr.Proc.Pid())
 	waitErr := l.Wait(ctx, next, fault, heldCap)
@@ -209,7 +209,8 @@ func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents
 			assert.Zero(t, stale, "%s agents fed by the old leader %s after %s served them (%s)", group.name, old, next, flt)
 		}
 	}
-	fmt.Fprintf(&text, "%-8s failed lists and watches, by kind: %s\n", flt, agents.FormatKinds(l.FailureKinds(fault)))
+	fmt.Fprintf(&text, "%-8s the new leader took the Lease %v after the fault; failed lists and watches, by kind: %s\n",
+		flt, acquired.Sub(fault).Round(time.Millisecond), agents.FormatKinds(l.FailureKinds(fault)))
 	t.Logf("%s: leader %s -> %s\n%s", flt, old, next, text.String())
 	h.restart(ctx, t, r, flt)
 	// Let the agents' new watches run a while before the next fault.
