@@ -202,21 +202,8 @@ func (a *aggAPI) watchPolicies(w http.ResponseWriter, r *http.Request, rv string
 			return
 		}
 	}
-	end := time.NewTimer(timeout)
-	defer end.Stop()
-	tick := time.NewTicker(bookmarkInterval)
-	defer tick.Stop()
 	bookmarks := q.Get("allowWatchBookmarks") == "true"
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-end.C:
-			return
-		case <-tick.C:
-			if bookmarks && !send(watch.Bookmark, mark(nil)) {
-				return
-			}
-		}
-	}
+	everyUntil(r, timeout, bookmarkInterval, func() bool {
+		return !bookmarks || send(watch.Bookmark, mark(nil))
+	})
 }

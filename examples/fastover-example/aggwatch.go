@@ -70,9 +70,18 @@ func (a *aggAPI) serveWatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	everyUntil(r, timeout, a.watchEvery, func() bool {
+		me := a.replica()
+		return send(watch.Modified, &me)
+	})
+}
+
+// everyUntil calls f every period until the client goes, timeout passes,
+// or f returns false (the client no longer reads).
+func everyUntil(r *http.Request, timeout, period time.Duration, f func() bool) {
 	end := time.NewTimer(timeout)
 	defer end.Stop()
-	tick := time.NewTicker(a.watchEvery)
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
@@ -81,8 +90,7 @@ func (a *aggAPI) serveWatch(w http.ResponseWriter, r *http.Request) {
 		case <-end.C:
 			return
 		case <-tick.C:
-			me := a.replica()
-			if !send(watch.Modified, &me) {
+			if !f() {
 				return
 			}
 		}
