@@ -89,6 +89,17 @@ func (o *observations) firstFrom(id string, t time.Time) (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
+// lastError returns when the last failed call at or after t ended.
+func (o *observations) lastError(t time.Time) (time.Time, bool) {
+	var last time.Time
+	for _, c := range o.since(t) {
+		if c.err != nil && c.done.After(last) {
+			last = c.done
+		}
+	}
+	return last, !last.IsZero()
+}
+
 // startKubeProxy starts kube-proxy in the control plane's namespace; it
 // returns a reason instead when the lane cannot run here (no binary).
 func (d *demo) startKubeProxy() (skipped string, err error) {
@@ -267,6 +278,29 @@ func record(ctx context.Context, c *realClient) *recorder {
 		}
 	}()
 	return r
+}
+
+// waitUntil is how long finishClients waits for r's first answer from the
+// new leader after a fault at t0: until deadline, and a stream (a client-go
+// informer) also until reflectorBackoffMax after the fault and after its
+// last failure. A frozen leader's watch fails only at client-go's HTTP/2
+// health check, 45 s on, and the back-off comes after that.
+func (r *recorder) waitUntil(deadline, t0 time.Time) time.Time {
+	if r.c.stream == nil {
+		return deadline
+	}
+	until := latest(deadline, t0.Add(reflectorBackoffMax))
+	if at, ok := r.obs.lastError(r.from); ok {
+		until = latest(until, at.Add(reflectorBackoffMax))
+	}
+	return until
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // firstFrom returns when the first answer from id came, if one has.
@@ -565,9 +599,8 @@ func (d *demo) recordClients(ctx context.Context, id string) []*recorder {
 	return recs
 }
 
-// finishClients waits (until deadline; an informer until the fault plus
-// reflectorBackoffMax, if that is later) for every real client to get an
-// answer from the new leader next, watches a moment more, stops them and
+// finishClients waits (until deadline; an informer until waitUntil) for
+// every real client to get an answer from the new leader next, watches a moment more, stops them and
 // returns their lanes; the timeline gets their first answers from next
 // and kube-proxy's sync that programmed it (sliceAt is when next's
 // EndpointSlice was seen; zero if not).
@@ -576,12 +609,8 @@ func (d *demo) finishClients(ctx context.Context, recs []*recorder, tl *timeline
 		return nil
 	}
 	for _, r := range recs {
-		until := deadline
-		if backedOff := tl.t0.Add(reflectorBackoffMax); r.c.stream != nil && backedOff.After(until) {
-			until = backedOff
-		}
 		for {
-			if _, ok := r.firstFrom(next); ok || time.Now().After(until) {
+			if _, ok := r.firstFrom(next); ok || time.Now().After(r.waitUntil(deadline, tl.t0)) {
 				break
 			}
 			what := "an answer"

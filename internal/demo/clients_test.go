@@ -169,6 +169,31 @@ func TestStreamSettled(t *testing.T) {
 	}
 }
 
+// An informer's wait for the new leader runs reflectorBackoffMax past the
+// fault and past its last failure: a frozen leader's watch fails at the
+// HTTP/2 health check, 45 s on (TestDemoQuick's informer, failed at 44.5 s,
+// was given up at 60 s, before its back-off was over).
+func TestWaitUntil(t *testing.T) {
+	t0 := time.Now()
+	deadline := t0.Add(10 * time.Second)
+	plain := &recorder{c: &realClient{}, from: t0}
+	if got := plain.waitUntil(deadline, t0); !got.Equal(deadline) {
+		t.Errorf("a client that calls waits until the deadline, not %v", got.Sub(t0))
+	}
+	o := &observations{}
+	stream := &recorder{c: &realClient{stream: o}, obs: o, from: t0.Add(-streamSettle)}
+	if got := stream.waitUntil(deadline, t0); got.Sub(t0) != reflectorBackoffMax {
+		t.Errorf("an informer without a failure waits %v after the fault, want %v", got.Sub(t0), reflectorBackoffMax)
+	}
+	o.add(call{sent: t0.Add(44500 * time.Millisecond), done: t0.Add(44500 * time.Millisecond), err: errors.New("http2: client connection lost")})
+	if got := stream.waitUntil(deadline, t0); got.Sub(t0) != 44500*time.Millisecond+reflectorBackoffMax {
+		t.Errorf("an informer that failed at 44.5 s waits %v after the fault, want %v", got.Sub(t0), 44500*time.Millisecond+reflectorBackoffMax)
+	}
+	if got := stream.waitUntil(t0.Add(10*time.Minute), t0); !got.Equal(t0.Add(10 * time.Minute)) {
+		t.Errorf("a later deadline wins: %v", got.Sub(t0))
+	}
+}
+
 func TestFailKind(t *testing.T) {
 	for err, want := range map[error]string{
 		fmt.Errorf("dial: %w", syscall.ECONNREFUSED): "refused",
