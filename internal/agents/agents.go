@@ -76,23 +76,51 @@ type agent struct {
 	follows  bool
 	policies int // how many the API serves (Config.Policies)
 	mu       sync.Mutex
-	// cur is the replica of the last event of replicas; since[r] is when
-	// the latest run of events from replica r began, last[r] the last
-	// event from it.
-	cur         string
-	since, last map[string]time.Time
+	// events: the runs of events of replicas, by the replica that sent
+	// them; last[r] is the last event from replica r.
+	events runs
+	last   map[string]time.Time
 	// held counts the policies held by the replica that served them;
 	// complete[r] is when the agent last came to hold all of them from r.
 	held     map[string]int
 	byName   map[string]string
 	complete map[string]time.Time
-	// watching[r] is when replica r last began to answer the agent's
-	// watches of policies (the first after answers of another): a watch
-	// that resumed there, with no list, is served too.
-	watching    map[string]time.Time
-	lastWatcher string
-	failures    []time.Time
-	kinds       []string // kindOf each failure
+	// watches: the runs of answers to the agent's watches of policies,
+	// by the replica that answered: a watch that resumed there, with no
+	// list, is served too.
+	watches  runs
+	failures []failure
+}
+
+// failure is a failed list or watch: when, and its kindOf.
+type failure struct {
+	at   time.Time
+	kind string
+}
+
+// runs records, for a sequence of observations each from one replica,
+// when the latest run of observations from each replica began.
+type runs struct {
+	cur   string
+	since map[string]time.Time
+}
+
+// see records an observation from replica id at t.
+func (r *runs) see(id string, t time.Time) {
+	if id == r.cur {
+		return
+	}
+	r.cur = id
+	if r.since == nil {
+		r.since = map[string]time.Time{}
+	}
+	r.since[id] = t
+}
+
+// from is when the latest run from id began, if it began at or after t.
+func (r *runs) from(id string, t time.Time) (time.Time, bool) {
+	at, ok := r.since[id]
+	return at, ok && !at.Before(t)
 }
 
 // Start starts cfg.N agents, which run until ctx ends. It returns once
@@ -139,10 +167,8 @@ const startParallel = 16
 
 func newAgent(policies int, follows bool) *agent {
 	return &agent{
-		follows: follows, policies: policies,
-		since: map[string]time.Time{}, last: map[string]time.Time{},
+		follows: follows, policies: policies, last: map[string]time.Time{},
 		held: map[string]int{}, byName: map[string]string{}, complete: map[string]time.Time{},
-		watching: map[string]time.Time{},
 	}
 }
 
@@ -196,7 +222,7 @@ func (l *Load) start(ctx context.Context, i int, a *agent) error {
 		inf := dynamicinformer.NewFilteredDynamicInformer(dc, gvr, "", 0, cache.Indexers{}, nil).Informer()
 		h := a.replicaHandler()
 		if gvr == PoliciesGVR {
-			h = a.policyHandler(l.cfg.Policies)
+			h = a.policyHandler()
 		}
 		if _, err := inf.AddEventHandler(h); err != nil {
 			return err
@@ -217,10 +243,7 @@ func (a *agent) observeWatches(rt http.RoundTripper) http.RoundTripper {
 		if err == nil && resp.StatusCode == http.StatusOK && strings.HasSuffix(r.URL.Path, "/"+PoliciesGVR.Resource) && r.URL.Query().Get("watch") == "true" {
 			if id := resp.Header.Get(ReplicaHeader); id != "" {
 				a.mu.Lock()
-				if id != a.lastWatcher {
-					a.lastWatcher = id
-					a.watching[id] = time.Now()
-				}
+				a.watches.see(id, time.Now())
 				a.mu.Unlock()
 			}
 		}
@@ -230,8 +253,7 @@ func (a *agent) observeWatches(rt http.RoundTripper) http.RoundTripper {
 
 func (a *agent) failed(at time.Time, err error) {
 	a.mu.Lock()
-	a.failures = append(a.failures, at)
-	a.kinds = append(a.kinds, kindOf(err))
+	a.failures = append(a.failures, failure{at: at, kind: kindOf(err)})
 	a.mu.Unlock()
 }
 
@@ -245,18 +267,16 @@ func (a *agent) replicaHandler() cache.ResourceEventHandler {
 		now := time.Now()
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		if u.GetName() != a.cur {
-			a.cur = u.GetName()
-			a.since[a.cur] = now
-		}
-		a.last[a.cur] = now
+		a.events.see(u.GetName(), now)
+		a.last[u.GetName()] = now
 	}
 	return cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }}
 }
 
 // policyHandler counts the policies the agent holds by the replica that
-// served them, and records when it first holds all n from one replica.
-func (a *agent) policyHandler(n int) cache.ResourceEventHandler {
+// served them, and records when it comes to hold all of them from one
+// replica.
+func (a *agent) policyHandler() cache.ResourceEventHandler {
 	set := func(obj any) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -274,7 +294,7 @@ func (a *agent) policyHandler(n int) cache.ResourceEventHandler {
 		}
 		a.byName[u.GetName()] = by
 		a.held[by]++
-		if a.held[by] == n {
+		if a.held[by] == a.policies {
 			a.complete[by] = time.Now()
 		}
 	}
@@ -302,21 +322,21 @@ func (a *agent) policyHandler(n int) cache.ResourceEventHandler {
 // from id: when it came to hold all of them as listed from id, or, if its
 // watch resumed on id without a list, when id began to answer that watch
 // (and it held them all).
-func (a *agent) served(id string, from time.Time, policies bool) time.Time {
+func (a *agent) served(id string, from time.Time) time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	at, ok := a.since[id]
-	if !ok || at.Before(from) {
+	at, ok := a.events.from(id, from)
+	if !ok {
 		return time.Time{}
 	}
-	if !policies {
+	if a.policies == 0 {
 		return at
 	}
 	var current time.Time
 	if all, ok := a.complete[id]; ok && !all.Before(from) && a.held[id] == len(a.byName) {
 		current = all
 	}
-	if w, ok := a.watching[id]; ok && !w.Before(from) && len(a.byName) == a.policies && (current.IsZero() || w.Before(current)) {
+	if w, ok := a.watches.from(id, from); ok && len(a.byName) == a.policies && (current.IsZero() || w.Before(current)) {
 		current = w
 	}
 	if current.IsZero() {
@@ -340,7 +360,7 @@ func (l *Load) Follows(i int) bool { return l.agents[i].follows }
 func (l *Load) ServedBy(id string, from time.Time) []time.Time {
 	out := make([]time.Time, len(l.agents))
 	for i, a := range l.agents {
-		out[i] = a.served(id, from, l.cfg.Policies > 0)
+		out[i] = a.served(id, from)
 	}
 	return out
 }
@@ -364,8 +384,8 @@ func (l *Load) Failures(since time.Time) [][]time.Time {
 	for i, a := range l.agents {
 		a.mu.Lock()
 		for _, f := range a.failures {
-			if !f.Before(since) {
-				out[i] = append(out[i], f)
+			if !f.at.Before(since) {
+				out[i] = append(out[i], f.at)
 			}
 		}
 		a.mu.Unlock()
@@ -379,9 +399,9 @@ func (l *Load) FailureKinds(since time.Time) map[string]int {
 	out := map[string]int{}
 	for _, a := range l.agents {
 		a.mu.Lock()
-		for i, f := range a.failures {
-			if !f.Before(since) {
-				out[a.kinds[i]]++
+		for _, f := range a.failures {
+			if !f.at.Before(since) {
+				out[f.kind]++
 			}
 		}
 		a.mu.Unlock()

@@ -230,21 +230,21 @@ func TestAgentsResumeOnASharedVersion(t *testing.T) {
 // old is not served by the new one yet.
 func TestAgentPartialPolicies(t *testing.T) {
 	a := newAgent(2, false)
-	rep, pol := a.replicaHandler(), a.policyHandler(2)
+	rep, pol := a.replicaHandler(), a.policyHandler()
 	t0 := time.Now()
 	rep.OnAdd(uns(object("Replica", "r-1", "1", "")), false)
 	pol.OnAdd(uns(object("Policy", "p-0", "1", "r-1")), false)
-	assert.True(t, a.served("r-1", t0, true).IsZero(), "one policy of two")
+	assert.True(t, a.served("r-1", t0).IsZero(), "one policy of two")
 	pol.OnAdd(uns(object("Policy", "p-1", "1", "r-1")), false)
-	assert.False(t, a.served("r-1", t0, true).IsZero())
+	assert.False(t, a.served("r-1", t0).IsZero())
 
 	t1 := time.Now()
 	rep.OnUpdate(nil, uns(object("Replica", "r-2", "2", "")))
 	pol.OnUpdate(nil, uns(object("Policy", "p-0", "2", "r-2")))
-	assert.True(t, a.served("r-2", t1, true).IsZero(), "half the policies from r-2")
+	assert.True(t, a.served("r-2", t1).IsZero(), "half the policies from r-2")
 	pol.OnUpdate(nil, uns(object("Policy", "p-1", "2", "r-2")))
-	assert.False(t, a.served("r-2", t1, true).IsZero())
-	assert.True(t, a.served("r-1", t1, true).IsZero())
+	assert.False(t, a.served("r-2", t1).IsZero())
+	assert.True(t, a.served("r-1", t1).IsZero())
 	// A relist from the same replica changes nothing.
 	done := a.complete["r-2"]
 	pol.OnUpdate(nil, uns(object("Policy", "p-1", "3", "r-2")))
