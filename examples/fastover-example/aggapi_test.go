@@ -245,6 +245,50 @@ func TestAggAPIAuthentication(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code)
 }
 
+// TestAggAPIAuthenticationPerConnection: over TLS, with withConnVerdict,
+// a connection's client certificate is verified on its first request
+// only; each connection has its own verdict.
+func TestAggAPIAuthenticationPerConnection(t *testing.T) {
+	api, pc := newTestAPI(t, &fakeReplica{id: "r-1"})
+	srv := httptest.NewUnstartedServer(api)
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}
+	srv.Config.ConnContext = withConnVerdict
+	srv.StartTLS()
+	defer srv.Close()
+	client := func(cert tls.Certificate) *http.Client {
+		c := srv.Client()
+		tr := c.Transport.(*http.Transport).Clone()
+		tr.TLSClientConfig.Certificates = []tls.Certificate{cert}
+		c.Transport = tr
+		return c
+	}
+	get := func(c *http.Client) int {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/apis/example.fastover.io/v1alpha1/replicas", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Remote-User", "agent")
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		assert.Equal(t, 2, resp.ProtoMajor, "HTTP/2: one connection")
+		return resp.StatusCode
+	}
+	a := client(pc.keyPair)
+	for range 5 {
+		require.Equal(t, http.StatusOK, get(a))
+	}
+	assert.EqualValues(t, 1, api.auth.verified.Load(), "five requests on one connection: one verification")
+	require.Equal(t, http.StatusOK, get(client(pc.keyPair)))
+	assert.EqualValues(t, 2, api.auth.verified.Load(), "a second connection: its own verification")
+	// A refused certificate stays refused on its connection.
+	b := client(newProxyCerts(t, "front-proxy-client").keyPair) // another CA
+	for range 3 {
+		require.Equal(t, http.StatusUnauthorized, get(b))
+	}
+	assert.EqualValues(t, 3, api.auth.verified.Load())
+}
+
 func serverCert(t *testing.T) *x509.Certificate {
 	certPEM, _, _, err := cluster.NewServingCert("x.y.svc")
 	require.NoError(t, err)

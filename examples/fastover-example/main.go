@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -81,6 +82,7 @@ type options struct {
 	standby        string
 	crashTakeover  bool
 	crashSignals   bool
+	debugPprof     bool
 }
 
 func parseFlags(args []string, out io.Writer) (*options, error) {
@@ -115,6 +117,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.apiVersions, "api-versions", "replica", "the policies' resourceVersions: replica (each replica's own: a watch from another's is 410 Gone, and the client lists again) or shared (the same on every replica: a watch resumes on a new leader)")
 	fs.BoolVar(&o.crashTakeover, "crash-takeover", true, "crash takeover (leader.Config.Pod, from $POD_NAME, $POD_NAMESPACE, $POD_UID, $CONTAINER_NAME): standbys take over the moment the kubelet reports the leader's container ended; false: when its Lease expires")
 	fs.BoolVar(&o.crashSignals, "crash-signals", false, "crash on a signal, for tests and demos: SIGUSR1 panics, SIGUSR2 allocates memory until the container's memory limit has it OOM-killed")
+	fs.BoolVar(&o.debugPprof, "debug-pprof", false, "serve Go's profiles under /debug/pprof/ (net/http/pprof), to see where a replica's CPU goes, e.g. in a storm of reconnecting clients")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -224,6 +227,10 @@ func run(args []string, stderr io.Writer) error {
 	mux.HandleFunc("GET /healthz", probe(elector.Check))
 	mux.HandleFunc("GET /readyz", probe(elector.Ready))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if o.debugPprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	}
 	var tlsConfig *tls.Config
 	if o.tlsCert != "" {
 		if tlsConfig, err = serveAPI(mux, o, client, elector); err != nil {
@@ -238,6 +245,9 @@ func run(args []string, stderr io.Writer) error {
 		l = tls.NewListener(l, tlsConfig)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if tlsConfig != nil {
+		srv.ConnContext = withConnVerdict
+	}
 	// When the term ends (Run has returned: the Lease is released or
 	// lost), the server stops at once, its watches included: their
 	// clients reconnect to the Service and reach the new leader.

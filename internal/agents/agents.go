@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -88,7 +89,11 @@ type agent struct {
 	// watches: the runs of answers to the agent's watches of policies,
 	// by the replica that answered: a watch that resumed there, with no
 	// list, is served too.
-	watches  runs
+	watches runs
+	// answers: the runs of the agent's requests answered (2xx), of either
+	// resource, by the replica that answered: when it reached a replica.
+	answers  runs
+	sent     []time.Time
 	failures []failure
 }
 
@@ -202,15 +207,19 @@ func (l *Load) start(ctx context.Context, i int, a *agent) error {
 		}
 		cfg = f.RESTConfig(cfg)
 	}
-	cfg.Wrap(a.observeWatches)
+	cfg.Wrap(a.observe)
 	// One client, so one transport: the agent's two informers share its
 	// connection, as an agent's informers do.
 	dc, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
+	// The transport records the requests that did not reach a replica
+	// (observe), the reflectors' retries without a word included; the
+	// reflectors' handler, the rest.
 	failed := func(_ context.Context, _ *cache.Reflector, err error) {
-		if ctx.Err() == nil {
+		var urlErr *url.Error
+		if ctx.Err() == nil && !errors.As(err, &urlErr) {
 			a.failed(time.Now(), err)
 		}
 	}
@@ -235,17 +244,35 @@ func (l *Load) start(ctx context.Context, i int, a *agent) error {
 	return nil
 }
 
-// observeWatches wraps the agent's transport: it records which replica
-// answers its watches of policies (ReplicaHeader).
-func (a *agent) observeWatches(rt http.RoundTripper) http.RoundTripper {
+// observe wraps the agent's transport: it records which replica answers
+// its requests (ReplicaHeader), its watches of policies apart, and the
+// requests that reached none: a reflector retries a watch refused at
+// the connection without reporting it (client-go's isWatchErrorRetriable),
+// after its back-off all the same.
+func (a *agent) observe(rt http.RoundTripper) http.RoundTripper {
 	return fleet.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		t0 := time.Now()
 		resp, err := rt.RoundTrip(r)
-		if err == nil && resp.StatusCode == http.StatusOK && strings.HasSuffix(r.URL.Path, "/"+PoliciesGVR.Resource) && r.URL.Query().Get("watch") == "true" {
-			if id := resp.Header.Get(ReplicaHeader); id != "" {
-				a.mu.Lock()
-				a.watches.see(id, time.Now())
-				a.mu.Unlock()
+		now := time.Now()
+		a.mu.Lock()
+		a.sent = append(a.sent, t0)
+		a.mu.Unlock()
+		switch {
+		case err != nil:
+			if r.Context().Err() == nil {
+				a.failed(now, err)
 			}
+		case resp.StatusCode/100 == 2:
+			id := resp.Header.Get(ReplicaHeader)
+			if id == "" {
+				break
+			}
+			a.mu.Lock()
+			a.answers.see(id, now)
+			if strings.HasSuffix(r.URL.Path, "/"+PoliciesGVR.Resource) && r.URL.Query().Get("watch") == "true" {
+				a.watches.see(id, now)
+			}
+			a.mu.Unlock()
 		}
 		return resp, err
 	})
@@ -348,6 +375,37 @@ func (a *agent) served(id string, from time.Time) time.Time {
 	return at
 }
 
+// ReachedBy returns, for each agent, when at or after from a request of
+// it was first answered by replica id, whatever it asked: when it got
+// through to id, which ServedBy follows. Zero: it did not.
+func (l *Load) ReachedBy(id string, from time.Time) []time.Time {
+	out := make([]time.Time, len(l.agents))
+	for i, a := range l.agents {
+		a.mu.Lock()
+		if at, ok := a.answers.from(id, from); ok {
+			out[i] = at
+		}
+		a.mu.Unlock()
+	}
+	return out
+}
+
+// SentAfter returns, for each agent, its first request sent at or after from.
+func (l *Load) SentAfter(from time.Time) []time.Time {
+	out := make([]time.Time, len(l.agents))
+	for i, a := range l.agents {
+		a.mu.Lock()
+		for _, t := range a.sent {
+			if !t.Before(from) {
+				out[i] = t
+				break
+			}
+		}
+		a.mu.Unlock()
+	}
+	return out
+}
+
 // N is how many agents run.
 func (l *Load) N() int { return len(l.agents) }
 
@@ -413,7 +471,10 @@ func (l *Load) FailureKinds(since time.Time) map[string]int {
 // or timeout passes (an error that says how many are not), or ctx ends.
 func (l *Load) Wait(ctx context.Context, id string, from time.Time, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
+	// The times are the agents' own (ServedBy); the tick only says when
+	// to stop waiting, and a thousand agents' check costs CPU that a
+	// storm needs.
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		missing := 0

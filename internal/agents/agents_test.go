@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -187,6 +188,13 @@ func TestAgentsFollowASwitch(t *testing.T) {
 	s := SpreadOf(fault, l.ServedBy("r-2", fault))
 	assert.Equal(t, 10, s.Served)
 	assert.Greater(t, s.Max, time.Duration(0))
+	// Each agent asked again, then reached r-2, then was served by it.
+	sent, reached, served := l.SentAfter(fault), l.ReachedBy("r-2", fault), l.ServedBy("r-2", fault)
+	for i := range l.N() {
+		require.False(t, reached[i].IsZero(), "agent %d", i)
+		assert.False(t, reached[i].Before(sent[i]), "agent %d reached r-2 before it asked", i)
+		assert.False(t, served[i].Before(reached[i]), "agent %d served before it reached r-2", i)
+	}
 	for i := range l.N() {
 		assert.False(t, l.Follows(i))
 	}
@@ -199,6 +207,51 @@ func TestAgentsFollowASwitch(t *testing.T) {
 
 	err = l.Wait(ctx, "r-3", fault, 100*time.Millisecond)
 	assert.ErrorContains(t, err, "10 of 10 not served by r-3")
+}
+
+// TestAgentsCountRefusedWatches: a watch refused at the connection (the
+// API's address has no server for a while, as a stopped leader's before
+// the Service names the next) is a failure of the agent's, though
+// client-go's reflector retries it without a word to its error handler.
+func TestAgentsCountRefusedWatches(t *testing.T) {
+	api := newFakeAPI("r-1", 0)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	serve := func(lis net.Listener) *httptest.Server {
+		srv := httptest.NewUnstartedServer(api)
+		_ = srv.Listener.Close()
+		srv.Listener = lis
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		// After the agents stop (the deferred cancel): Close waits for
+		// their connections.
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := serve(lis)
+	addr := lis.Addr().String()
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	l, err := Start(ctx, Config{N: 3, Agent: func(int) *rest.Config { return rest.CopyConfig(cfg) }})
+	require.NoError(t, err)
+	require.NoError(t, l.Wait(ctx, "r-1", start, 30*time.Second))
+	time.Sleep(1100 * time.Millisecond)
+
+	fault := time.Now()
+	api.switchTo("r-2")
+	// The watches end; the address refuses connections.
+	_ = srv.Listener.Close()
+	srv.CloseClientConnections()
+	time.Sleep(500 * time.Millisecond)
+	lis, err = net.Listen("tcp", addr)
+	require.NoError(t, err)
+	serve(lis)
+	require.NoError(t, l.Wait(ctx, "r-2", fault, 30*time.Second))
+	assert.Positive(t, l.FailureKinds(fault)["connection refused"], "%v", l.FailureKinds(fault))
+	o := OutageOf(l.Failures(fault), l.ServedBy("r-2", fault), time.Now())
+	assert.Equal(t, 3, o.Agents)
 }
 
 // TestAgentsResumeOnASharedVersion: with versions shared by the replicas,

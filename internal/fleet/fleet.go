@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -216,6 +217,15 @@ func (f *Fleet) Get(addr, path string) (int, string, error) {
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, strings.TrimSpace(string(body)), err
+}
+
+// URL is where the fleet calls path on replica r.
+func (f *Fleet) URL(r *Replica, path string) (string, error) {
+	host, err := f.callAddress(r.Address())
+	if err != nil {
+		return "", err
+	}
+	return f.scheme() + "://" + net.JoinHostPort(host, strconv.Itoa(f.Port)) + path, nil
 }
 
 // Call resolves the Service as a client would, through its EndpointSlices,

@@ -4,8 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"path/filepath"
+	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -86,8 +92,11 @@ func TestAgentsFollowTheLeader(t *testing.T) {
 	// only a cut needs them, and without them the leader's renewals do not
 	// wait on the agents' share of the cores.
 	cut := slices.Contains(faults, faultCut)
-	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{}, cut,
-		"--api-policies", strconv.Itoa(agentPolicies), "--api-policy-size", strconv.Itoa(agentPolicySize), "--api-versions", versions)
+	args := []string{"--api-policies", strconv.Itoa(agentPolicies), "--api-policy-size", strconv.Itoa(agentPolicySize), "--api-versions", versions}
+	if os.Getenv("AGENTS_PROFILE") != "" {
+		args = append(args, "--debug-pprof")
+	}
+	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{}, cut, args...)
 	f := rig.f
 	kp, err := kubeproxy.Start(env, kubeproxy.Options{Node: "node-a", Name: "kube-proxy"})
 	require.NoError(t, err)
@@ -154,6 +163,9 @@ func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents
 	r := h.f.ByID(old)
 	require.NotNil(t, r)
 	fault := time.Now()
+	stopProfiles := profileStorm(ctx, t, h, old, flt)
+	restoreGC := holdGC()
+	self0, _ := procstat.CPU(os.Getpid())
 	heal := h.inject(ctx, t, r, flt)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, heldCap, true, func(ctx context.Context) (bool, error) {
 		lease, err := h.f.Env.Client.CoordinationV1().Leases(h.f.Namespace).Get(ctx, h.f.Lease, metav1.GetOptions{})
@@ -165,6 +177,9 @@ func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents
 	waitErr := l.Wait(ctx, next, fault, heldCap)
 	until := time.Now()
 	cpu1, _ := procstat.CPU(nr.Proc.Pid())
+	self1, _ := procstat.CPU(os.Getpid())
+	restoreGC()
+	stopProfiles()
 	rss, _ := procstat.PeakRSS(nr.Proc.Pid())
 	if heal != nil {
 		require.NoError(t, heal(ctx))
@@ -209,11 +224,97 @@ func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents
 			assert.Zero(t, stale, "%s agents fed by the old leader %s after %s served them (%s)", group.name, old, next, flt)
 		}
 	}
-	fmt.Fprintf(&text, "%-8s the new leader took the Lease %v after the fault; failed lists and watches, by kind: %s\n",
-		flt, acquired.Sub(fault).Round(time.Millisecond), agents.FormatKinds(l.FailureKinds(fault)))
+	fmt.Fprintf(&text, "%-8s the new leader took the Lease %v after the fault; the agents' first request after it: %s; their first answer from the new leader: %s; the agents' process's CPU (this test's) %v; failed requests, by kind: %s\n",
+		flt, acquired.Sub(fault).Round(time.Millisecond), agents.SpreadOf(fault, l.SentAfter(fault)), agents.SpreadOf(fault, l.ReachedBy(next, fault)),
+		(self1 - self0).Round(10*time.Millisecond), agents.FormatKinds(l.FailureKinds(fault)))
 	t.Logf("%s: leader %s -> %s\n%s", flt, old, next, text.String())
 	h.restart(ctx, t, r, flt)
 	// Let the agents' new watches run a while before the next fault.
 	time.Sleep(2 * time.Second)
 	return agentsRow{next: next, text: text.String()}
+}
+
+// holdGC keeps this process (the agents') from collecting garbage until
+// the returned function is called, short of stormMemoryLimit: its heap
+// holds every agent's caches (about 400 MB for a thousand), which each
+// collection marks, a cost that no agent pays in a cluster, where each
+// has its own process and a heap of its own payload. It took 0.4 s of
+// the process's CPU in a stop's storm, on the cores that the new leader
+// needs.
+func holdGC() (restore func()) {
+	limit := debug.SetMemoryLimit(stormMemoryLimit)
+	percent := debug.SetGCPercent(-1)
+	return func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}
+}
+
+// stormMemoryLimit is where the agents' process collects garbage in a
+// storm all the same.
+const stormMemoryLimit = 8 << 30
+
+// profileStorm, with AGENTS_PROFILE set to a directory, writes CPU profiles
+// of the storm there, until the returned function is called: this
+// process's (the agents') and each standby's, which the replicas serve
+// with --debug-pprof (startAgentsFleet passes it then). Without
+// AGENTS_PROFILE it does nothing.
+func profileStorm(ctx context.Context, t *testing.T, h *handoverRig, old string, flt leaderFault) (stop func()) {
+	t.Helper()
+	dir := os.Getenv("AGENTS_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	name := func(who string) string { return filepath.Join(dir, fmt.Sprintf("%s-%s.pprof", flt, who)) }
+	f, err := os.Create(name("agents"))
+	require.NoError(t, err)
+	require.NoError(t, pprof.StartCPUProfile(f))
+	pctx, cancel := context.WithCancel(ctx)
+	var g errgroup.Group
+	client := h.f.HTTPClient(time.Minute, 5*time.Second)
+	for _, r := range h.f.Replicas {
+		if r.ID == old {
+			continue
+		}
+		url, err := h.f.URL(r, "/debug/pprof/profile?seconds="+strconv.Itoa(int(agentsProfileFor/time.Second)))
+		require.NoError(t, err)
+		g.Go(func() error { return fetchTo(pctx, client, url, name(r.ID)) })
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		err := g.Wait()
+		cancel()
+		assert.NoError(t, err, "the standbys' profiles")
+		t.Logf("CPU profiles of the storm in %s", dir)
+	}
+}
+
+// agentsProfileFor is how long a standby's profile of the storm runs.
+const agentsProfileFor = 10 * time.Second
+
+// fetchTo writes the body of GET url to file.
+func fetchTo(ctx context.Context, client *http.Client, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
 }
