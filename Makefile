@@ -237,19 +237,23 @@ bench: ## benchmarks: webhook handler vs controller-runtime idiom, webhook under
 # each, first with each replica's own versions of the payload (the agents
 # list it again from the new leader), then with shared ones (their watches
 # resume) (TestAgentsFollowTheLeader; make test runs 100 agents, SIGTERM
-# and SIGKILL, own versions). A cut (AGENTS_FAULTS=...,cut) needs the
+# and SIGKILL, own versions); then the baseline, one replica replaced by a
+# new one once it exited (AGENTS_BASELINE=replace, a stop and a kill). A cut (AGENTS_FAULTS=...,cut) needs the
 # replicas' fault proxies, which run in the agents' process and carry the
 # leader's renewals: a thousand agents starve them.
 AGENTS_N ?= 1000
 AGENTS_FAULTS ?= SIGTERM,SIGKILL,SIGSTOP
 
 .PHONY: bench-agents
-bench-agents: ## a thousand agents follow a failover: time to 50/90/99/100 % served by the new leader, for a stop, a kill and a freeze, relisting or resuming (~12 min; as root)
+bench-agents: ## a thousand agents follow a failover: time to 50/90/99/100 % served by the new leader, for a stop, a kill and a freeze, relisting or resuming, and against one replica replaced (~11 min; as root)
 	@tests/tools/build.sh etcd kwok kube kubeproxy
 	@tests/tools/netfilter.sh
 	go build -o $(BIN)/fastover-example ./examples/fastover-example
 	for v in replica shared; do \
 		AGENTS_N=$(AGENTS_N) AGENTS_FAULTS=$(AGENTS_FAULTS) AGENTS_VERSIONS=$$v go test -count=1 -timeout 20m -v -run '^TestAgentsFollowTheLeader$$' ./tests/e2e/ | grep -v -E '^\s*[IWE][0-9]{4} ' | grep -v 'TLS handshake error'; \
+	done
+	for v in replica shared; do \
+		AGENTS_BASELINE=replace AGENTS_N=$(AGENTS_N) AGENTS_FAULTS=SIGTERM,SIGKILL AGENTS_VERSIONS=$$v go test -count=1 -timeout 20m -v -run '^TestAgentsFollowTheLeader$$' ./tests/e2e/ | grep -v -E '^\s*[IWE][0-9]{4} ' | grep -v 'TLS handshake error'; \
 	done
 
 # The crash-takeover measurement alone: the example's leader crashed on

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fastover/fastover/internal/agents"
 	"github.com/fastover/fastover/internal/cluster"
+	"github.com/fastover/fastover/internal/fleet"
 	"github.com/fastover/fastover/internal/kubeproxy"
 	"github.com/fastover/fastover/internal/procstat"
 )
@@ -62,6 +63,13 @@ const (
 // with the Lease, not pods, so a SIGKILL is taken over at the Lease's
 // expiry (shortDurations: 4 s), not by crash takeover.
 //
+// AGENTS_BASELINE=replace is the baseline of a controller that runs one
+// replica: the same agents, and one replica, replaced by a new one (a new
+// identity, a new address, as a Deployment's new Pod) once it has exited
+// after the fault. The replacement starts at once, without scheduling,
+// image or readiness, and the library still publishes its endpoint: the
+// baseline at its best. Its times are reported, not judged.
+//
 // It fails if an agent is not served by the new leader within
 // agentsBound after a stop or a kill, or if one is fed by the old leader
 // after the new one served it. Past agentsJudged agents it reports and
@@ -96,7 +104,12 @@ func TestAgentsFollowTheLeader(t *testing.T) {
 	if os.Getenv("AGENTS_PROFILE") != "" {
 		args = append(args, "--debug-pprof")
 	}
-	env, rig, leader := startHeldFleet(ctx, t, cluster.Options{}, cut, args...)
+	replace := os.Getenv("AGENTS_BASELINE") == "replace"
+	replicas := 3
+	if replace {
+		replicas = 1
+	}
+	env, rig, leader := startHeldFleetOf(ctx, t, replicas, cluster.Options{}, cut, args...)
 	f := rig.f
 	kp, err := kubeproxy.Start(env, kubeproxy.Options{Node: "node-a", Name: "kube-proxy"})
 	require.NoError(t, err)
@@ -123,11 +136,15 @@ func TestAgentsFollowTheLeader(t *testing.T) {
 	time.Sleep(2 * time.Second)
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d agents (half through leader/follow), %d policies of %d B each, versions %s, lease %v; from the fault to the agents served by the new leader\n",
-		n, agentPolicies, agentPolicySize, versions, rig.d)
+	what := "3 replicas"
+	if replace {
+		what = "1 replica, replaced once it exited (AGENTS_BASELINE=replace)"
+	}
+	fmt.Fprintf(&b, "%d agents (half through leader/follow), %d policies of %d B each, versions %s, lease %v, %s; from the fault to the agents served by the new leader\n",
+		n, agentPolicies, agentPolicySize, versions, rig.d, what)
 	fmt.Fprintf(&b, "%-8s %-7s %-48s %-24s %5s %10s %8s\n", "fault", "agents", "served", "errored (longest)", "stale", "leader CPU", "peak RSS")
 	for _, flt := range faults {
-		row := agentsHandover(ctx, t, rig, l, leader, flt, n <= agentsJudged)
+		row := agentsHandover(ctx, t, rig, l, leader, flt, n <= agentsJudged && !replace, replace)
 		b.WriteString(row.text)
 		leader = row.next
 	}
@@ -157,8 +174,9 @@ type agentsRow struct {
 }
 
 // agentsHandover plays one fault on the leader old and sums up how the
-// agents followed; judge: check the times against agentsBound.
-func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents.Load, old string, flt leaderFault, judge bool) agentsRow {
+// agents followed; judge: check the times against agentsBound; replace:
+// old is the only replica, and a new one replaces it once it has exited.
+func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents.Load, old string, flt leaderFault, judge, replace bool) agentsRow {
 	t.Helper()
 	r := h.f.ByID(old)
 	require.NotNil(t, r)
@@ -167,6 +185,9 @@ func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents
 	restoreGC := holdGC()
 	self0, _ := procstat.CPU(os.Getpid())
 	heal := h.inject(ctx, t, r, flt)
+	if replace {
+		h.replace(t, r, flt)
+	}
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, heldCap, true, func(ctx context.Context) (bool, error) {
 		lease, err := h.f.Env.Client.CoordinationV1().Leases(h.f.Namespace).Get(ctx, h.f.Lease, metav1.GetOptions{})
 		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != old, nil
@@ -228,7 +249,9 @@ func agentsHandover(ctx context.Context, t *testing.T, h *handoverRig, l *agents
 		flt, acquired.Sub(fault).Round(time.Millisecond), agents.SpreadOf(fault, l.SentAfter(fault)), agents.SpreadOf(fault, l.ReachedBy(next, fault)),
 		(self1 - self0).Round(10*time.Millisecond), agents.FormatKinds(l.FailureKinds(fault)))
 	t.Logf("%s: leader %s -> %s\n%s", flt, old, next, text.String())
-	h.restart(ctx, t, r, flt)
+	if !replace {
+		h.restart(ctx, t, r, flt)
+	}
 	// Let the agents' new watches run a while before the next fault.
 	time.Sleep(2 * time.Second)
 	return agentsRow{next: next, text: text.String()}
@@ -317,4 +340,19 @@ func fetchTo(ctx context.Context, client *http.Client, url, file string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// replace replaces the only replica r, signalled with flt, with a new one
+// once r has exited, as a Deployment replaces its one Pod (at once here:
+// no scheduling, image or readiness).
+func (h *handoverRig) replace(t *testing.T, r *fleet.Replica, flt leaderFault) {
+	t.Helper()
+	switch flt {
+	case faultTerm, faultKill:
+	default:
+		require.FailNow(t, "AGENTS_BASELINE=replace plays SIGTERM and SIGKILL only", "not %s", flt)
+	}
+	exited, _ := r.Proc.WaitExit(10 * time.Second)
+	require.True(t, exited, "the only replica did not exit after %s", flt)
+	require.NoError(t, h.f.Add(1))
 }

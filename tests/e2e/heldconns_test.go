@@ -115,6 +115,12 @@ func TestHeldConnections(t *testing.T) {
 // the handover rig and the leader.
 func startHeldFleet(ctx context.Context, t *testing.T, opts cluster.Options, proxies bool, extra ...string) (*cluster.Env, *handoverRig, string) {
 	t.Helper()
+	return startHeldFleetOf(ctx, t, 3, opts, proxies, extra...)
+}
+
+// startHeldFleetOf is startHeldFleet with n replicas.
+func startHeldFleetOf(ctx context.Context, t *testing.T, n int, opts cluster.Options, proxies bool, extra ...string) (*cluster.Env, *handoverRig, string) {
+	t.Helper()
 	opts.Netns = netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})
 	opts.Nodes = []string{"node-a"}
 	env := cluster.Start(t, opts)
@@ -127,7 +133,7 @@ func startHeldFleet(ctx context.Context, t *testing.T, opts cluster.Options, pro
 		rig.useFaultProxies(t)
 	}
 	require.NoError(t, f.CreateService(ctx, nil))
-	require.NoError(t, f.Add(3))
+	require.NoError(t, f.Add(n))
 	leader := waitServing(ctx, t, f, "", 30*time.Second)
 	require.NoError(t, f.RegisterAPIService(ctx))
 	return env, rig, leader
