@@ -240,16 +240,29 @@ func TestAgentsCountRefusedWatches(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 
 	fault := time.Now()
-	api.switchTo("r-2")
-	// The watches end; the address refuses connections.
+	// The address refuses connections; the watches end; the API will
+	// answer as r-2.
 	_ = srv.Listener.Close()
 	srv.CloseClientConnections()
-	time.Sleep(500 * time.Millisecond)
+	api.switchTo("r-2")
+	// Down until every agent has had a connection refused: each retries
+	// its watches after client-go's back-off (0.8 s, doubling, up to twice
+	// that), and a loaded machine may take longer to notice the end.
+	refused := func() bool {
+		for _, fs := range l.Failures(fault) {
+			if len(fs) == 0 {
+				return false
+			}
+		}
+		return l.FailureKinds(fault)["connection refused"] >= l.N()
+	}
+	for deadline := time.Now().Add(20 * time.Second); !refused(); time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the agents' refused connections were not counted: %v", l.FailureKinds(fault))
+	}
 	lis, err = net.Listen("tcp", addr)
 	require.NoError(t, err)
 	serve(lis)
 	require.NoError(t, l.Wait(ctx, "r-2", fault, 30*time.Second))
-	assert.Positive(t, l.FailureKinds(fault)["connection refused"], "%v", l.FailureKinds(fault))
 	o := OutageOf(l.Failures(fault), l.ServedBy("r-2", fault), time.Now())
 	assert.Equal(t, 3, o.Agents)
 }
