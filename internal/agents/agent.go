@@ -59,28 +59,26 @@ func newAgent(policies int, follows bool) *agent {
 // after its back-off all the same.
 func (a *agent) observe(rt http.RoundTripper) http.RoundTripper {
 	return fleet.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
-		t0 := time.Now()
+		sent := time.Now()
 		resp, err := rt.RoundTrip(r)
 		now := time.Now()
 		a.mu.Lock()
-		a.sent = append(a.sent, t0)
-		a.mu.Unlock()
+		defer a.mu.Unlock()
+		a.sent = append(a.sent, sent)
 		switch {
 		case err != nil:
 			if r.Context().Err() == nil {
-				a.failed(now, err)
+				a.addFailure(now, err)
 			}
 		case resp.StatusCode/100 == 2:
 			id := resp.Header.Get(ReplicaHeader)
 			if id == "" {
 				break
 			}
-			a.mu.Lock()
 			a.answers.see(id, now)
 			if strings.HasSuffix(r.URL.Path, "/"+PoliciesGVR.Resource) && r.URL.Query().Get("watch") == "true" {
 				a.watches.see(id, now)
 			}
-			a.mu.Unlock()
 		}
 		return resp, err
 	})
@@ -88,8 +86,13 @@ func (a *agent) observe(rt http.RoundTripper) http.RoundTripper {
 
 func (a *agent) failed(at time.Time, err error) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.addFailure(at, err)
+}
+
+// addFailure records a failed request; a.mu is held.
+func (a *agent) addFailure(at time.Time, err error) {
 	a.failures = append(a.failures, failure{at: at, kind: kindOf(err)})
-	a.mu.Unlock()
 }
 
 // replicaHandler records each event of replicas: the replica that sent it.

@@ -206,11 +206,11 @@ func PublishedAddresses(slices []discoveryv1.EndpointSlice) []string {
 // Get calls path on the replica that publishes addr, over HTTPS after
 // EnableAPI.
 func (f *Fleet) Get(addr, path string) (int, string, error) {
-	host, err := f.callAddress(addr)
+	url, err := f.urlAt(addr, path)
 	if err != nil {
 		return 0, "", err
 	}
-	resp, err := f.http.Get(f.scheme() + "://" + host + ":" + strconv.Itoa(f.Port) + path)
+	resp, err := f.http.Get(url)
 	if err != nil {
 		return 0, "", err
 	}
@@ -220,8 +220,11 @@ func (f *Fleet) Get(addr, path string) (int, string, error) {
 }
 
 // URL is where the fleet calls path on replica r.
-func (f *Fleet) URL(r *Replica, path string) (string, error) {
-	host, err := f.callAddress(r.Address())
+func (f *Fleet) URL(r *Replica, path string) (string, error) { return f.urlAt(r.Address(), path) }
+
+// urlAt is where the fleet calls path on the replica that publishes addr.
+func (f *Fleet) urlAt(addr, path string) (string, error) {
+	host, err := f.callAddress(addr)
 	if err != nil {
 		return "", err
 	}

@@ -29,11 +29,11 @@ var ReplicasGVR = schema.GroupVersionResource{Group: APIGroup, Version: APIVersi
 // naming user. It trusts APICA for APIServerName and dials in the control
 // plane's network namespace. Everything else is client-go's default
 // transport (HTTP/2, its health check): what an agent's informer runs on.
-// The certificate is read once, here (client-go reads certificate files
-// again on a TLS handshake a second or more after it last did, about
-// 0.2 ms of parsing, which a thousand agents reconnecting at once would
-// pay on this machine's cores; an agent in a cluster pays it on its own). Nil before EnableAPI, or if the certificate cannot be
-// read.
+// The certificate is read here, once per agent (client-go reads
+// certificate files again on a TLS handshake a second or more after it
+// last did, about 0.2 ms of parsing, which a thousand agents reconnecting
+// at once would pay on this machine's cores; an agent in a cluster pays it
+// on its own). Nil before EnableAPI, or if the certificate cannot be read.
 func (f *Fleet) AgentConfig(host, user string) *rest.Config {
 	if f.api == nil {
 		return nil

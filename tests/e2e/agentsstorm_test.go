@@ -44,7 +44,7 @@ const stormMemoryLimit = 8 << 30
 // profileStorm, with AGENTS_PROFILE set to a directory, writes CPU profiles
 // of the storm there, until the returned function is called: this
 // process's (the agents') and each standby's, which the replicas serve
-// with --debug-pprof (startAgentsFleet passes it then). Without
+// with --debug-pprof (TestAgentsFollowTheLeader passes it then). Without
 // AGENTS_PROFILE it does nothing.
 func profileStorm(ctx context.Context, t *testing.T, h *handoverRig, old string, flt leaderFault) (stop func()) {
 	t.Helper()
