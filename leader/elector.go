@@ -166,6 +166,8 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 		defer stop()
 	}
 	e.ready.Store(true)
+	e.cfg.Metrics.setReady(true)
+	defer e.cfg.Metrics.setReady(false)
 	e.lease.log.Info("standing by", "leaseDuration", e.cfg.LeaseDuration, "renewDeadline", e.cfg.RenewDeadline, "retryPeriod", e.cfg.RetryPeriod)
 
 	if !e.standby(ctx) {

@@ -191,6 +191,8 @@ func TestRenewDeadlineStopsTheWork(t *testing.T) {
 	assert.Equal(t, "me", r.el.Leader())
 	assert.Equal(t, float64(1), value(t, metrics.isLeader))
 	assert.Equal(t, float64(1), value(t, metrics.transitions))
+	assert.Equal(t, float64(1), value(t, metrics.ready), "a leader is ready")
+	assert.Equal(t, float64(0), value(t, metrics.renewErrors))
 
 	var failing atomic.Bool
 	failing.Store(true)
@@ -208,8 +210,10 @@ func TestRenewDeadlineStopsTheWork(t *testing.T) {
 	assert.ErrorIs(t, err, ErrLeadershipLost)
 	assert.ErrorContains(t, err, "no successful renewal within 10s")
 	assert.Greater(t, countActions(client, "update", "leases"), 4, "renewals were retried until the deadline")
+	assert.Greater(t, value(t, metrics.renewErrors), float64(4), "each failed renewal is counted")
 	assert.False(t, r.el.IsLeader())
 	assert.Equal(t, float64(0), value(t, metrics.isLeader))
+	assert.Equal(t, float64(0), value(t, metrics.ready), "Run has returned")
 	assert.Equal(t, "me", *r.lease().Spec.HolderIdentity, "a lost Lease is not released: it expires")
 }
 

@@ -10,28 +10,44 @@ import (
 // nothing.
 type Metrics struct {
 	isLeader      prometheus.Gauge
+	ready         prometheus.Gauge
 	transitions   prometheus.Counter
+	renewErrors   prometheus.Counter
 	publish       prometheus.Histogram
 	publishErrors prometheus.Counter
 	crashes       prometheus.Counter
 }
 
 // NewMetrics makes the metrics and registers them with reg:
-// fastover_leader_is_leader, fastover_leader_transitions_total (times this
-// replica became the leader), fastover_leader_endpoint_publish_seconds
-// (from acquiring the Lease to the endpoint published) and
+// fastover_leader_is_leader, fastover_leader_ready (1 once the elector
+// runs with its caches synced and Config.Prepare returned: a warm standby,
+// or the leader; the same as Ready), fastover_leader_transitions_total
+// (times this replica became the leader),
+// fastover_leader_renew_errors_total (renewals that failed and were
+// retried within the renew deadline),
+// fastover_leader_endpoint_publish_seconds (from acquiring the Lease to
+// the endpoint published) and
 // fastover_leader_endpoint_publish_errors_total, and
 // fastover_leader_crash_takeovers_total (terms begun on the Lease of a
-// leader whose process had ended, before it expired).
+// leader whose process had ended, before it expired). The alerting rules
+// of the fastover chart (docs/operations.md) read them.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fastover_leader_is_leader",
 			Help: "1 while this replica is the leader, else 0.",
 		}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fastover_leader_ready",
+			Help: "1 once the elector runs, its caches are synced and Config.Prepare has returned (a warm standby, or the leader), else 0.",
+		}),
 		transitions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fastover_leader_transitions_total",
 			Help: "Times this replica became the leader.",
+		}),
+		renewErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fastover_leader_renew_errors_total",
+			Help: "Renewals of the Lease that failed and were retried (the leader steps down when none succeeds within the renew deadline).",
 		}),
 		publish: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fastover_leader_endpoint_publish_seconds",
@@ -47,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Times this replica took the Lease from a leader whose process the kubelet reported ended, before the Lease expired.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.isLeader, m.transitions, m.publish, m.publishErrors, m.crashes} {
+	for _, c := range []prometheus.Collector{m.isLeader, m.ready, m.transitions, m.renewErrors, m.publish, m.publishErrors, m.crashes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -64,6 +80,23 @@ func (m *Metrics) setLeader(leading bool) {
 		m.transitions.Inc()
 	} else {
 		m.isLeader.Set(0)
+	}
+}
+
+func (m *Metrics) setReady(ready bool) {
+	if m == nil {
+		return
+	}
+	if ready {
+		m.ready.Set(1)
+	} else {
+		m.ready.Set(0)
+	}
+}
+
+func (m *Metrics) renewError() {
+	if m != nil {
+		m.renewErrors.Inc()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +16,16 @@ import (
 
 // A replica competes for the Lease only once Prepare has returned: a free
 // Lease is left alone while it prepares, Ready fails meanwhile, and the
-// work, when it starts, still has Prepare's context alive.
+// work, when it starts, still has Prepare's context alive. The metric
+// fastover_leader_ready follows Ready.
 func TestPrepareGatesTheCampaign(t *testing.T) {
 	client := fake.NewClientset()
 	release := make(chan struct{})
 	prepCtx := make(chan context.Context, 1)
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
 	r := startRun(t, client, func(c *Config) {
+		c.Metrics = metrics
 		c.Prepare = func(ctx context.Context) error {
 			prepCtx <- ctx
 			<-release
@@ -41,11 +46,13 @@ func TestPrepareGatesTheCampaign(t *testing.T) {
 	}
 	assert.Equal(t, 0, countActions(client, "create", "leases"), "a preparing replica acquired the Lease")
 	assert.Error(t, r.el.Ready(req), "ready before Prepare returned")
+	assert.Equal(t, float64(0), value(t, metrics.ready))
 	assert.False(t, r.el.IsLeader())
 
 	close(release)
 	r.awaitLeading()
 	assert.NoError(t, r.el.Ready(req))
+	assert.Equal(t, float64(1), value(t, metrics.ready))
 	assert.NoError(t, ctx.Err(), "Prepare's context ended when the replica took the lead")
 
 	// It ends when Run returns, after the work.

@@ -142,6 +142,7 @@ func (t *term) renew(ctx context.Context, deadline time.Time) (next time.Duratio
 	case errors.Is(err, ErrLeadershipLost):
 		return 0, err
 	}
+	cfg.Metrics.renewError()
 	t.log.Error(err, "could not renew the Lease; retrying", "deadline", deadline.Sub(cfg.Clock.Now()).Round(time.Millisecond))
 	return max(cfg.RetryPeriod/4, 50*time.Millisecond), nil
 }

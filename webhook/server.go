@@ -170,6 +170,7 @@ type Server struct {
 	opts     Options
 	mux      *http.ServeMux
 	handler  *Handler
+	certs    *certMetrics
 	serving  atomic.Bool // the TLS server accepts connections
 	stopping atomic.Bool // shutting down: not ready, connections closed after each response
 }
@@ -279,10 +280,15 @@ func NewServer(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
+	certs := newCertMetrics(filepath.Join(opts.CertDir, "tls.crt"))
+	if err := opts.Registry.Register(certs); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
 	s := &Server{
 		opts:    opts,
 		mux:     http.NewServeMux(),
 		handler: &Handler{Rules: rules, Metrics: metrics},
+		certs:   certs,
 	}
 	lim := newLimiter(&s.opts, metrics, &s.stopping)
 	// Registered only: the mux is served by Start below.
@@ -397,6 +403,7 @@ func (s *Server) listen(ctx context.Context) (*http.Server, net.Listener, error)
 			o.Logger.Error(err, "certificate watcher")
 		}
 	}()
+	s.certs.serve(cw.GetCertificate)
 	cfg := &tls.Config{MinVersion: o.TLSMinVersion, GetCertificate: cw.GetCertificate, NextProtos: []string{"http/1.1"}}
 	srv := &http.Server{
 		Handler:           s.mux,

@@ -344,8 +344,10 @@ func TestNoDrift(t *testing.T) {
 		{"overlays/tuned", charts.Webhook, "fastover-system", []string{"namespace.create=true", "replicas=3", "rule.tolerationSeconds=5", "rule.notReadyTolerationSeconds=30", "webhook.timeoutSeconds=5"}, nil},
 		{"overlays/reconcile", charts.Webhook, "fastover-system", []string{"namespace.create=true", "reconciler.enabled=true"}, nil},
 		{"overlays/policy", charts.Webhook, "fastover-system", []string{"namespace.create=true", "mode=policy"}, nil},
+		{"overlays/monitoring", charts.Webhook, "fastover-system", []string{"namespace.create=true", "monitoring.podMonitor.enabled=true", "monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true"}, nil},
 		// ha: true adds a PodDisruptionBudget the kustomization lacks.
 		{"example", charts.Example, "fastover-example", []string{"namespace.create=true"}, []string{"PodDisruptionBudget"}},
+		{"../tests/charts/testdata/example-monitoring", charts.Example, "fastover-example", []string{"namespace.create=true", "podMonitor.enabled=true"}, []string{"PodDisruptionBudget"}},
 	} {
 		t.Run(tc.kustomization, func(t *testing.T) {
 			dir, err := install.Dir()

@@ -121,25 +121,6 @@ func waitLeader(ctx context.Context, t *testing.T, env *cluster.Env, ns string, 
 	return got
 }
 
-// setPodStatus writes what a kubelet would: the Pod's Ready condition and,
-// if ended is set, its container terminated.
-func setPodStatus(ctx context.Context, t *testing.T, env *cluster.Env, ns, name string, ready bool, ended *corev1.ContainerStateTerminated) {
-	t.Helper()
-	pods := env.Client.CoreV1().Pods(ns)
-	p, err := pods.Get(ctx, name, metav1.GetOptions{})
-	require.NoError(t, err)
-	status := corev1.ConditionFalse
-	if ready {
-		status = corev1.ConditionTrue
-	}
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
-	if ended != nil {
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "ctl", Image: "fastover.test/none", State: corev1.ContainerState{Terminated: ended}}}
-	}
-	_, err = pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	require.NoError(t, err)
-}
-
 func reasons(hs []leaders.Handover) []string {
 	var out []string
 	for _, h := range hs {

@@ -4,12 +4,13 @@
 # Kubernetes module), containerd with its runc shim and ctr, the CNI plugins
 # of the real nodes (bin/cni/),
 # kwok's stage files, cert-manager-local and cert-manager's CRDs, the helm
-# CLI (make demo installs the charts with it), golangci-lint and actionlint. Each group is rebuilt only when its module's
+# CLI (make demo installs the charts with it), promtool and prometheus
+# (the charts' alerting rules and the monitoring test), golangci-lint and actionlint. Each group is rebuilt only when its module's
 # go.mod, go.sum or Go sources, or the way it is built, change (or an output
 # is missing); a stamp in bin/.stamps records what was built.
 #
 # Usage: tests/tools/build.sh [GROUP...]   (groups: kube kubeproxy kubelet
-# containerd cni etcd kwok certmanager helm lint actionlint bench; no group means
+# containerd cni etcd kwok certmanager helm prometheus lint actionlint bench; no group means
 # all but bench)
 set -euo pipefail
 # Each tool module builds on its own: the repository's go.work (the
@@ -53,6 +54,7 @@ declare -A recipe=(
 	[lint]=""
 	[actionlint]=""
 	[bench]=""
+	[prometheus]="-s -w remove_all_sd"
 )
 
 # The module directory under tests/tools of a group that shares another's:
@@ -244,6 +246,23 @@ build_actionlint() {
 	done_group actionlint
 }
 
+# promtool (the charts' alerting rules are tested with `promtool test
+# rules`) and the Prometheus server of the monitoring e2e test, in one build
+# so that they share their packages. remove_all_sd leaves out the service
+# discoveries of the clouds (their SDKs are most of a cold build); the test
+# scrapes static targets.
+build_prometheus() {
+	if fresh prometheus promtool prometheus; then
+		step "promtool and prometheus: up to date"
+		return
+	fi
+	step "building promtool and prometheus (about six minutes cold)"
+	(cd "$tools/prometheus" && CGO_ENABLED=0 go build -o "$bin/" -tags remove_all_sd -ldflags "-s -w" \
+		github.com/prometheus/prometheus/cmd/promtool \
+		github.com/prometheus/prometheus/cmd/prometheus)
+	done_group prometheus
+}
+
 build_bench() {
 	if fresh bench benchstat; then
 		step "benchstat: up to date"
@@ -255,10 +274,10 @@ build_bench() {
 }
 
 groups=("$@")
-[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube kubeproxy kubelet containerd cni certmanager helm lint actionlint)
+[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube kubeproxy kubelet containerd cni certmanager helm prometheus lint actionlint)
 for g in "${groups[@]}"; do
 	case "$g" in
-	kube | kubeproxy | kubelet | containerd | cni | etcd | kwok | certmanager | helm | lint | actionlint | bench)
+	kube | kubeproxy | kubelet | containerd | cni | etcd | kwok | certmanager | helm | prometheus | lint | actionlint | bench)
 		start=$SECONDS
 		"build_$g"
 		# A build that ran says how long it took (make test's time table
@@ -266,7 +285,7 @@ for g in "${groups[@]}"; do
 		if ((SECONDS - start > 1)); then step "$g: $((SECONDS - start)) s"; fi
 		;;
 	*)
-		echo "unknown tool group: $g (want kube, kubeproxy, kubelet, containerd, cni, etcd, kwok, certmanager, helm, lint, actionlint or bench)" >&2
+		echo "unknown tool group: $g (want kube, kubeproxy, kubelet, containerd, cni, etcd, kwok, certmanager, helm, prometheus, lint, actionlint or bench)" >&2
 		exit 2
 		;;
 	esac
