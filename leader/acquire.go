@@ -36,11 +36,11 @@ func (e *leaseState) tryAcquire(ctx context.Context, dead *instance) (bool, erro
 		setInstance(created, instanceOf(e.self, e.cfg.Identity, *spec.LeaseTransitions, sent))
 		got, err := e.leases.Create(ctx, created, metav1.CreateOptions{})
 		if err != nil {
-			e.unanswered(err, created, false, false)
+			e.unanswered(err, created, termBeginning{first: true})
 			return false, fmt.Errorf("create lease: %w", err)
 		}
 		e.wrote(got, sent, e.clock.Now())
-		e.began(false, false)
+		e.began(termBeginning{first: true})
 		return true, nil
 	}
 	if err != nil {
@@ -65,36 +65,90 @@ func (e *leaseState) tryAcquire(ctx context.Context, dead *instance) (bool, erro
 	prev := resourcelock.LeaseSpecToLeaderElectionRecord(&base.Spec)
 	next.Spec = e.spec(*prev, sent)
 	setInstance(next, instanceOf(e.self, e.cfg.Identity, *next.Spec.LeaseTransitions, sent))
-	handedOver := prev.HolderIdentity == "" && !prev.AcquireTime.IsZero()
+	b := beginningAfter(*prev, early, sent)
 	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
-		e.unanswered(err, next, handedOver, early)
+		e.unanswered(err, next, b)
 		return false, fmt.Errorf("acquire lease: %w", err)
 	}
 	e.wrote(updated, sent, e.clock.Now())
-	e.began(handedOver, early)
+	e.began(b)
 	return true, nil
 }
 
+// termBeginning is how a term of this replica began, and how long the
+// Lease had been without a working leader then.
+type termBeginning struct {
+	// handedOver: on a Lease its previous holder released (a planned
+	// stop); crashTakeover: on the Lease of a leader whose process had
+	// ended, before it expired; first: on a Lease nobody had held.
+	// Otherwise, on an expired Lease.
+	handedOver, crashTakeover, first bool
+	// leaderless is the time from the previous holder's last renewal (or
+	// its release) to the acquisition, by this replica's clock: zero for
+	// a first term.
+	leaderless time.Duration
+}
+
+// How a term began, the values of the metric label "began".
+const (
+	beganHandover      = "handover"
+	beganCrashTakeover = "crash-takeover"
+	beganExpiry        = "expiry"
+	beganFirst         = "first"
+)
+
+func (b termBeginning) kind() string {
+	switch {
+	case b.crashTakeover:
+		return beganCrashTakeover
+	case b.handedOver:
+		return beganHandover
+	case b.first:
+		return beganFirst
+	}
+	return beganExpiry
+}
+
+// beginningAfter is how a term acquired at sent on a Lease that recorded
+// prev begins (early: before prev's expiry, its leader's process ended).
+func beginningAfter(prev resourcelock.LeaderElectionRecord, early bool, sent time.Time) termBeginning {
+	b := termBeginning{
+		handedOver:    prev.HolderIdentity == "" && !prev.AcquireTime.IsZero(),
+		crashTakeover: early,
+		first:         prev.HolderIdentity == "" && prev.AcquireTime.IsZero(),
+	}
+	if !b.first && !prev.RenewTime.IsZero() {
+		b.leaderless = max(sent.Sub(prev.RenewTime.Time), 0)
+	}
+	return b
+}
+
 // began records how this replica's new term began.
-func (e *leaseState) began(handedOver, crashTakeover bool) {
+func (e *leaseState) began(b termBeginning) {
 	e.mu.Lock()
-	e.handedOver, e.crashTakeover = handedOver, crashTakeover
+	e.beginning = b
 	e.mu.Unlock()
+}
+
+// termBegan reports how this replica's term began.
+func (e *leaseState) termBegan() termBeginning {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.beginning
 }
 
 // pendingAcquire is an acquisition that got no answer: the term it
 // wrote, and how that term began.
 type pendingAcquire struct {
-	sent          time.Time // when the write was sent
-	term          int32     // the transition count it wrote
-	handedOver    bool
-	crashTakeover bool
+	sent      time.Time // when the write was sent
+	term      int32     // the transition count it wrote
+	beginning termBeginning
 }
 
 // unanswered records the acquisition wrote, which failed with err, if
 // the API may have applied it all the same.
-func (e *leaseState) unanswered(err error, wrote *coordinationv1.Lease, handedOver, crashTakeover bool) {
+func (e *leaseState) unanswered(err error, wrote *coordinationv1.Lease, b termBeginning) {
 	if !outcomeUnknown(err) {
 		return
 	}
@@ -102,7 +156,7 @@ func (e *leaseState) unanswered(err error, wrote *coordinationv1.Lease, handedOv
 	defer e.mu.Unlock()
 	e.pending = &pendingAcquire{
 		sent: wrote.Spec.AcquireTime.Time, term: *wrote.Spec.LeaseTransitions,
-		handedOver: handedOver, crashTakeover: crashTakeover,
+		beginning: b,
 	}
 }
 
@@ -138,7 +192,7 @@ func (e *leaseState) resume(ctx context.Context, p *pendingAcquire) (bool, error
 		e.mu.Unlock()
 		return false, fmt.Errorf("renew the Lease of an acquisition that got no answer: %w", err)
 	}
-	e.began(p.handedOver, p.crashTakeover)
+	e.began(p.beginning)
 	return true, nil
 }
 
@@ -191,7 +245,7 @@ func recordsInstance(lease *coordinationv1.Lease, inst instance) bool {
 func (e *leaseState) crashTakeoverTerm() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.crashTakeover
+	return e.beginning.crashTakeover
 }
 
 // spec is the Lease spec of a new term of this replica, after prev.

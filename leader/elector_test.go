@@ -192,6 +192,7 @@ func TestRenewDeadlineStopsTheWork(t *testing.T) {
 	assert.Equal(t, float64(1), value(t, metrics.isLeader))
 	assert.Equal(t, float64(1), value(t, metrics.transitions))
 	assert.Equal(t, float64(1), value(t, metrics.ready), "a leader is ready")
+	assert.Equal(t, uint64(1), observations(t, metrics.leaderless, beganFirst), "a first term, on the Lease it created")
 	assert.Equal(t, float64(0), value(t, metrics.renewErrors))
 
 	var failing atomic.Bool
@@ -551,6 +552,17 @@ func value(t *testing.T, c prometheus.Metric) float64 {
 		return m.Gauge.GetValue()
 	}
 	return m.Counter.GetValue()
+}
+
+// observations reads how many observations a histogram of vec with the
+// label value has.
+func observations(t *testing.T, vec *prometheus.HistogramVec, label string) uint64 {
+	t.Helper()
+	h, err := vec.GetMetricWithLabelValues(label)
+	require.NoError(t, err)
+	var m dto.Metric
+	require.NoError(t, h.(prometheus.Metric).Write(&m))
+	return m.GetHistogram().GetSampleCount()
 }
 
 // jitter adds up to 20%.

@@ -58,12 +58,11 @@ type leaseState struct {
 	// zero while not the leader. The work must stop by renewedAt +
 	// RenewDeadline.
 	renewedAt time.Time
-	// handedOver says this replica's term began on a Lease that its
-	// previous holder released (a planned stop), not on an expired one.
-	handedOver bool
-	// crashTakeover says this replica's term began on the Lease of a
-	// leader whose process had ended (crash.go), before it expired.
-	crashTakeover bool
+	// beginning is how this replica's term began: on a Lease that its
+	// previous holder released (a planned stop), on the Lease of a
+	// leader whose process had ended (crash.go), on an expired one, or a
+	// first.
+	beginning termBeginning
 	// lastLeader is the last holder reported to OnNewLeader.
 	lastLeader string
 	// self is this process's Pod and container (resolveSelf), which its
@@ -238,7 +237,7 @@ func (e *leaseState) wrote(lease *coordinationv1.Lease, sent, done time.Time) {
 func (e *leaseState) handedOverTerm() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.handedOver
+	return e.beginning.handedOver
 }
 
 // latest returns the newest Lease object this replica knows, the base of

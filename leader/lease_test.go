@@ -375,7 +375,7 @@ func TestUnansweredAcquisition(t *testing.T) {
 		strictLeases(t, client)
 		// An acquisition whose answer was lost, and which the API did
 		// not apply: the Lease is another's.
-		e.unanswered(cancelled, testLease("10", "me", 15, 4, time.Now()), false, false)
+		e.unanswered(cancelled, testLease("10", "me", 15, 4, time.Now()), termBeginning{})
 		ok, err := e.tryAcquire(ctx, nil)
 		require.NoError(t, err)
 		assert.False(t, ok, "another's live Lease")
@@ -385,7 +385,7 @@ func TestUnansweredAcquisition(t *testing.T) {
 	t.Run("a refusal is no unknown outcome", func(t *testing.T) {
 		e, _ := testElection(t, "me")
 		e.unanswered(apierrors.NewConflict(leasesGVR.GroupResource(), "l", errors.New("modified")),
-			testLease("10", "me", 15, 4, time.Now()), false, false)
+			testLease("10", "me", 15, 4, time.Now()), termBeginning{})
 		assert.Nil(t, e.pending)
 	})
 }

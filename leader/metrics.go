@@ -16,6 +16,7 @@ type Metrics struct {
 	publish       prometheus.Histogram
 	publishErrors prometheus.Counter
 	crashes       prometheus.Counter
+	leaderless    *prometheus.HistogramVec
 }
 
 // NewMetrics makes the metrics and registers them with reg:
@@ -29,8 +30,12 @@ type Metrics struct {
 // the endpoint published) and
 // fastover_leader_endpoint_publish_errors_total, and
 // fastover_leader_crash_takeovers_total (terms begun on the Lease of a
-// leader whose process had ended, before it expired). The alerting rules
-// of the fastover chart (docs/operations.md) read them.
+// leader whose process had ended, before it expired), and
+// fastover_leader_leaderless_seconds{began} (for each term this replica
+// began: from the previous holder's last renewal, or its release, to the
+// acquisition, by how the term began: handover, crash-takeover, expiry,
+// or first, observed as 0). The alerting rules and the dashboard of the
+// fastover chart (docs/operations.md) read them.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -63,7 +68,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Times this replica took the Lease from a leader whose process the kubelet reported ended, before the Lease expired.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.isLeader, m.ready, m.transitions, m.renewErrors, m.publish, m.publishErrors, m.crashes} {
+	m.leaderless = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fastover_leader_leaderless_seconds",
+		Help:    "For each term this replica began: the time from the previous holder's last renewal (or its release) to the acquisition, by how the term began (handover, crash-takeover, expiry; first: no previous holder, observed as 0).",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 20, 30, 45, 60, 120},
+	}, []string{"began"})
+	for _, b := range []string{beganHandover, beganCrashTakeover, beganExpiry, beganFirst} {
+		m.leaderless.WithLabelValues(b)
+	}
+	for _, c := range []prometheus.Collector{m.isLeader, m.ready, m.transitions, m.renewErrors, m.publish, m.publishErrors, m.crashes, m.leaderless} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -97,6 +110,12 @@ func (m *Metrics) setReady(ready bool) {
 func (m *Metrics) renewError() {
 	if m != nil {
 		m.renewErrors.Inc()
+	}
+}
+
+func (m *Metrics) termBegan(b termBeginning) {
+	if m != nil {
+		m.leaderless.WithLabelValues(b.kind()).Observe(b.leaderless.Seconds())
 	}
 }
 

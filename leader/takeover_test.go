@@ -127,6 +127,8 @@ func TestCrashedLeaderIsReplacedAtOnce(t *testing.T) {
 	assert.Contains(t, evs[0], `me took over from ctl-0_1 before its Lease expired: its container "ctl" ended at`)
 	assert.Contains(t, evs[0], "(OOMKilled, exit code 137)")
 	assert.Equal(t, 1.0, value(t, metrics.crashes))
+	assert.Equal(t, uint64(1), observations(t, metrics.leaderless, beganCrashTakeover), "the term counted by how it began")
+	assert.Equal(t, uint64(0), observations(t, metrics.leaderless, beganExpiry))
 }
 
 // A restart reported with the previous instance's end in lastState: at

@@ -41,7 +41,9 @@ func (e *Elector) startTerm(work func(ctx context.Context) error) *term {
 	e.isLeader.Store(true)
 	e.handingOver.Store(false)
 	e.cfg.Metrics.setLeader(true)
-	t.log.Info("became the leader")
+	began := e.lease.termBegan()
+	e.cfg.Metrics.termBegan(began)
+	t.log.Info("became the leader", "began", began.kind(), "leaderless", began.leaderless.Round(time.Millisecond))
 	e.lease.recordEvent("LeaderElection", "became leader")
 	e.unnamedTerm()
 

@@ -33,6 +33,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -99,7 +102,7 @@ itself failed or lost the Lease; 2 for a command line it cannot run.
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", leader.DefaultRenewDeadline, "renew deadline: COMMAND is stopped when the Lease could not be renewed within it")
 	fs.DurationVar(&o.retryPeriod, "retry-period", leader.DefaultRetryPeriod, "retry period")
 	fs.StringVar(&o.id, "id", "", "identity of this replica (default $POD_NAME, else the host name, and a random suffix)")
-	fs.StringVar(&o.probeAddress, "probe-address", ":8484", `address of /readyz (ready once standing by) and /healthz, for the pod's probes; "0" disables them`)
+	fs.StringVar(&o.probeAddress, "probe-address", ":8484", `address of /readyz (ready once standing by) and /healthz, for the pod's probes, and of /metrics (the election's fastover_leader_* metrics); "0" disables them`)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster config)")
 	fs.BoolVar(&o.skipChecks, "skip-checks", false, "start without checking the Service and the Role first")
 	fs.StringVar(&o.copyTo, "copy-to", "", "copy this binary into the directory and exit: an init container's command, for an emptyDir the controller's container mounts")
@@ -190,8 +193,18 @@ func campaign(ctx context.Context, o *options) (int, error) {
 	if err != nil {
 		return exitFailed, err
 	}
+	reg := prometheus.NewRegistry()
+	metrics, err := leader.NewMetrics(reg)
+	if err != nil {
+		return exitFailed, err
+	}
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return exitFailed, err
+		}
+	}
 	lc := leader.Config{
-		Client: client, Namespace: o.namespace, LeaseName: o.lease, Identity: o.id,
+		Client: client, Namespace: o.namespace, LeaseName: o.lease, Identity: o.id, Metrics: metrics,
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 		// The work (COMMAND) gets its grace period; the Lease is renewed
 		// meanwhile.
@@ -226,7 +239,7 @@ func campaign(ctx context.Context, o *options) (int, error) {
 		return exitFailed, err
 	}
 	if o.probeAddress != "0" {
-		if err := serveProbes(ctx, o.probeAddress, elector); err != nil {
+		if err := serveProbes(ctx, o.probeAddress, elector, reg); err != nil {
 			return exitFailed, err
 		}
 	}
@@ -256,9 +269,10 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // serveProbes serves /readyz (the elector's: ready once standing by, so a
-// standby is Ready and a rolling update can go on) and /healthz until ctx
-// ends.
-func serveProbes(ctx context.Context, addr string, elector *leader.Elector) error {
+// standby is Ready and a rolling update can go on), /healthz and /metrics
+// (the registry's: the election's metrics, which fastover's leader alerts
+// read) until ctx ends.
+func serveProbes(ctx context.Context, addr string, elector *leader.Elector, reg *prometheus.Registry) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--probe-address: %w", err)
@@ -275,6 +289,7 @@ func serveProbes(ctx context.Context, addr string, elector *leader.Elector) erro
 	}
 	mux.Handle("/readyz", check(elector.Ready))
 	mux.Handle("/healthz", check(elector.Check))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })

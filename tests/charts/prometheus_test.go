@@ -31,11 +31,12 @@ import (
 // tests/tools/build.sh prometheus) with the fastover chart's rules on a
 // local control plane. It scrapes a fastover-webhook replica and three
 // replicas of fastover-example, each "in" a Pod whose status the test
-// writes as a kubelet would. The leader is killed and its container
-// reported ended: a standby takes over at once, FastoverLeaderCrashTakeover
-// fires and FastoverLeaderMissing does not. Then every replica is killed:
-// FastoverLeaderMissing fires. The alerts are read back from Prometheus'
-// API.
+// writes as a kubelet would. A healthy fleet and webhook fire nothing. A
+// planned handover (SIGTERM) fires nothing either. Then the new leader is
+// killed and its container reported ended: a standby takes over at once,
+// FastoverLeaderCrashTakeover fires and FastoverLeaderMissing does not.
+// Last, every replica is killed: FastoverLeaderMissing fires. The alerts,
+// and the terms by how they began, are read back from Prometheus' API.
 //
 // Simplified, and said so: Prometheus scrapes static targets (the
 // processes' addresses, with the labels a PodMonitor would give them)
@@ -131,38 +132,36 @@ func TestPrometheusAlerts(t *testing.T) {
 	time.Sleep(3 * time.Second) // a few evaluations of every rule
 	assert.Empty(t, alertStates(ctx, t, api), "alerts pending or firing on a healthy fleet and webhook")
 
+	// A planned handover: SIGTERM to the leader. Watched for longer than
+	// the no-leader alert's wait, it fires nothing.
+	fleet.ByID(f.Replicas, first).Proc.Stop(syscall.SIGTERM, 10*time.Second)
+	stopped := time.Now()
+	second, err := f.WaitServing(ctx, first, time.Minute)
+	require.NoError(t, err)
+	t.Logf("%s took over from %s %v after the SIGTERM", second, first, time.Since(stopped).Round(time.Millisecond))
+	seen := watchAlerts(ctx, t, api, stopped.Add(15*time.Second), nil)
+	assert.Empty(t, firingOf(seen), "a planned handover fired alerts (states seen: %v)", seen)
+	assert.Equal(t, []float64{1}, beganCount(ctx, t, api, "handover"), "the new leader's term, by how it began")
+
 	// A crash: the leader is killed and its container reported ended.
-	killed := fleet.ByID(f.Replicas, first)
-	killed.Proc.Stop(syscall.SIGKILL, 0)
-	require.NoError(t, fleet.SetPodStatus(ctx, env.Client, ns, first, false, &corev1.ContainerStateTerminated{
+	fleet.ByID(f.Replicas, second).Proc.Stop(syscall.SIGKILL, 0)
+	require.NoError(t, fleet.SetPodStatus(ctx, env.Client, ns, second, false, &corev1.ContainerStateTerminated{
 		ExitCode: 137, Reason: "Error", FinishedAt: metav1.Time{Time: time.Now().Add(time.Second).Truncate(time.Second)},
 	}))
 	crashed := time.Now()
-	second, err := f.WaitServing(ctx, first, time.Minute)
+	third, err := f.WaitServing(ctx, second, time.Minute)
 	require.NoError(t, err)
-	t.Logf("%s took over from %s %v after the kill", second, first, time.Since(crashed).Round(time.Millisecond))
-	seen := map[string]string{}
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		for name, state := range alertStates(ctx, t, api) {
-			if seen[name] != "firing" {
-				seen[name] = state
-			}
+	t.Logf("%s took over from %s %v after the kill", third, second, time.Since(crashed).Round(time.Millisecond))
+	var firedAt time.Duration
+	seen = watchAlerts(ctx, t, api, crashed.Add(15*time.Second), func(states map[string]string) {
+		if firedAt == 0 && states["FastoverLeaderCrashTakeover"] == "firing" {
+			firedAt = time.Since(crashed)
 		}
-		return seen["FastoverLeaderCrashTakeover"] == "firing", nil
-	}), "FastoverLeaderCrashTakeover did not fire: %v", seen)
-	t.Logf("FastoverLeaderCrashTakeover firing %v after the kill", time.Since(crashed).Round(time.Millisecond))
-	// Watched for the no-leader alert's whole wait, and a bit more: a
-	// crash taken over in a second never fires it.
-	for time.Since(crashed) < 15*time.Second {
-		for name, state := range alertStates(ctx, t, api) {
-			if seen[name] != "firing" {
-				seen[name] = state
-			}
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	})
+	t.Logf("alert states seen after the crash: %v; FastoverLeaderCrashTakeover firing %v after the kill", seen, firedAt.Round(time.Millisecond))
+	assert.Equal(t, "firing", seen["FastoverLeaderCrashTakeover"])
 	assert.NotEqual(t, "firing", seen["FastoverLeaderMissing"], "a crash takeover fired the no-leader alert")
-	t.Logf("alert states seen after the crash: %v", seen)
+	assert.Equal(t, []float64{1}, beganCount(ctx, t, api, "crash-takeover"))
 
 	// Every replica gone: the no-leader alert fires once its wait is over.
 	fleet.StopAll(f.Replicas)
@@ -173,6 +172,47 @@ func TestPrometheusAlerts(t *testing.T) {
 	took := time.Since(gone)
 	t.Logf("FastoverLeaderMissing firing %v after every replica stopped", took.Round(time.Millisecond))
 	assert.GreaterOrEqual(t, took, 10*time.Second, "fired before its wait (noLeaderFor=10s)")
+}
+
+// watchAlerts polls Prometheus' alerts until the deadline and returns the
+// worst state each alert reached (firing over pending); each poll's states
+// also go to f, if set.
+func watchAlerts(ctx context.Context, t *testing.T, api string, until time.Time, f func(map[string]string)) map[string]string {
+	t.Helper()
+	seen := map[string]string{}
+	for time.Now().Before(until) {
+		states := alertStates(ctx, t, api)
+		for name, state := range states {
+			if seen[name] != "firing" {
+				seen[name] = state
+			}
+		}
+		if f != nil {
+			f(states)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return seen
+}
+
+// firingOf are the names of the alerts that fired.
+func firingOf(seen map[string]string) []string {
+	var out []string
+	for name, state := range seen {
+		if state == "firing" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// beganCount is the fleet's count of terms begun the given way, summed
+// over the replicas Prometheus scrapes now.
+func beganCount(ctx context.Context, t *testing.T, api, began string) []float64 {
+	t.Helper()
+	v, err := promQuery(ctx, api, `sum(fastover_leader_leaderless_seconds_count{job="ctl",began="`+began+`"})`)
+	require.NoError(t, err)
+	return v
 }
 
 // promQuery runs an instant query and returns the values of its vector.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -193,6 +194,26 @@ func TestRunMakesAProcessActiveStandby(t *testing.T) {
 
 	first := waitServing(ctx, t, f, "", 30*time.Second)
 	standbysIdle(first)
+	// /metrics beside the probes: the election's metrics, which fastover's
+	// leader alerts read (docs/operations.md).
+	metricsOf := func(r *fleet.Replica) string {
+		resp, err := http.Get("http://127.0.0." + strconv.Itoa(r.N) + ":" + strconv.Itoa(probes[0]) + "/metrics")
+		if err != nil {
+			return err.Error()
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	assert.Contains(t, metricsOf(f.ByID(first)), "\nfastover_leader_is_leader 1\n")
+	for _, r := range f.Replicas {
+		if r.ID != first {
+			assert.Eventually(t, func() bool {
+				m := metricsOf(r)
+				return strings.Contains(m, "\nfastover_leader_is_leader 0\n") && strings.Contains(m, "\nfastover_leader_ready 1\n")
+			}, 10*time.Second, 50*time.Millisecond, "standby %s's metrics:\n%s", r.ID, metricsOf(r))
+		}
+	}
 	var log string
 	require.Eventually(t, func() bool { // logged once the write is answered
 		log = f.ByID(first).Proc.Tail(200)
