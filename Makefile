@@ -40,7 +40,7 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## build the pinned control-plane binaries (kube-proxy included), the real nodes' kubelet, containerd and CNI plugins, kwok stages, cert-manager, helm, promtool and prometheus, golangci-lint and actionlint into bin/; install nft and iptables (as root, with apt-get) for the network-namespace tests
+tools: ## build the pinned control-plane binaries (kube-proxy included), the real nodes' kubelet, containerd and CNI plugins, kwok stages, cert-manager, helm, promtool and prometheus, the Prometheus Operator's CRDs, golangci-lint and actionlint into bin/; install nft and iptables (as root, with apt-get) for the network-namespace tests
 	@tests/tools/build.sh
 	@tests/tools/netfilter.sh
 
@@ -116,7 +116,7 @@ cover: ## unit tests with statement coverage per package, every module; fails be
 
 .PHONY: e2e
 e2e: ## end-to-end tests on a local control plane (and, as root, real nodes)
-	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager helm
+	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager helm promcrds
 	@tests/tools/netfilter.sh
 	@tests/tools/podman.sh
 	@go build -o $(TESTTIME) ./internal/testtime/cmd/testtime
@@ -147,7 +147,7 @@ test-times: ## print where the time of the last make test (or e2e, charts-test) 
 # tests/charts, so that helm's SDK stays out of fastover's go.mod.
 .PHONY: charts-test
 charts-test: ## Helm charts: lint, schema, drift against manifests/, the alerting rules (promtool test rules), the dashboard's queries, a real Prometheus, install on a local control plane (and, as root, helm install onto real nodes)
-	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager prometheus
+	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager prometheus promcrds
 	@tests/tools/netfilter.sh
 	@tests/tools/podman.sh
 	@go build -o $(TESTTIME) ./internal/testtime/cmd/testtime

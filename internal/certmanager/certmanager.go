@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/fastover/fastover/internal/cluster"
@@ -48,8 +46,6 @@ var (
 	Certificates = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
 	Issuers      = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}
 )
-
-var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // Options tune Run. The zero value is what Start uses.
 type Options struct {
@@ -106,7 +102,7 @@ func Run(ctx context.Context, env *cluster.Env, opts Options) (*cluster.Process,
 			return nil, fmt.Errorf("%s is missing: run `tests/tools/build.sh certmanager` (or `make tools`) at the repository root", path)
 		}
 	}
-	established, err := installCRDs(ctx, env.Config, crdDir)
+	established, err := install.ApplyCRDs(ctx, env.Config, crdDir, FieldManager)
 	if err != nil {
 		return nil, err
 	}
@@ -131,113 +127,13 @@ func Run(ctx context.Context, env *cluster.Env, opts Options) (*cluster.Process,
 	}
 	err = p.WaitHTTP(ctx, "http://"+health+"/readyz")
 	if err == nil {
-		err = waitCreateGrace(ctx, established)
+		err = install.WaitCreateGrace(ctx, established)
 	}
 	if err != nil {
 		p.Stop(syscall.SIGKILL, 0)
 		return nil, err
 	}
 	return p, nil
-}
-
-// createGrace is how long after a CRD is Established the API server
-// delays the creation of its objects, by createGrace, so that other API
-// servers see the CRD too (apiextensions-apiserver's customresource
-// handler; lastTransitionTime has a resolution of a second).
-const createGrace = 2 * time.Second
-
-// waitCreateGrace waits until objects of CRDs Established at established
-// are created without that delay.
-func waitCreateGrace(ctx context.Context, established time.Time) error {
-	d := time.Until(established.Add(createGrace + 100*time.Millisecond))
-	if d <= 0 {
-		return nil
-	}
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// installCRDs applies (server-side, forcing conflicts) every CRD of the
-// YAML files in dir and waits until each is Established; it returns when
-// the last one became Established (see waitCreateGrace for what follows).
-func installCRDs(ctx context.Context, cfg *rest.Config, dir string) (time.Time, error) {
-	var latest time.Time
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return latest, err
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return latest, err
-	}
-	if len(files) == 0 {
-		return latest, fmt.Errorf("no CRDs in %s", dir)
-	}
-	sort.Strings(files)
-	var names []string
-	for _, file := range files {
-		objs, err := decodeFile(file)
-		if err != nil {
-			return latest, err
-		}
-		for _, obj := range objs {
-			if obj.GetKind() != "CustomResourceDefinition" {
-				return latest, fmt.Errorf("%s: %s %s is not a CustomResourceDefinition", file, obj.GetKind(), obj.GetName())
-			}
-			_, err := client.Resource(crds).Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-			if err != nil {
-				return latest, fmt.Errorf("apply CRD %s: %w", obj.GetName(), err)
-			}
-			names = append(names, obj.GetName())
-		}
-	}
-	for _, name := range names {
-		var last string
-		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			crd, err := client.Resource(crds).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				last = err.Error()
-				return false, nil
-			}
-			cond := condition(crd, "Established")
-			if cond == nil {
-				last = "no Established condition"
-				return false, nil
-			}
-			last = describe(cond)
-			if cond["status"] != "True" {
-				return false, nil
-			}
-			if s, ok := cond["lastTransitionTime"].(string); ok {
-				if at, err := time.Parse(time.RFC3339, s); err == nil && at.After(latest) {
-					latest = at
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			return latest, fmt.Errorf("CRD %s not Established (%s): %w", name, last, err)
-		}
-	}
-	return latest, nil
-}
-
-// decodeFile returns the objects of a YAML file of one or more documents.
-func decodeFile(path string) ([]*unstructured.Unstructured, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	objs, err := install.Decode(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return objs, nil
 }
 
 // WaitReady waits until the Certificate namespace/name has the condition

@@ -16,8 +16,9 @@ import (
 )
 
 // SetWebhookURL points the only webhook of a rendered
-// MutatingWebhookConfiguration at url (overlays/local names port 9443; a
-// test or the demo picks a free one).
+// MutatingWebhookConfiguration at url, in place of its Service if it
+// names one (overlays/local names port 9443; a test or the demo picks a
+// free one).
 func SetWebhookURL(mwc *unstructured.Unstructured, url string) error {
 	name := "MutatingWebhookConfiguration " + mwc.GetName()
 	hooks, _, err := unstructured.NestedSlice(mwc.Object, "webhooks")
@@ -31,6 +32,8 @@ func SetWebhookURL(mwc *unstructured.Unstructured, url string) error {
 	if !ok {
 		return fmt.Errorf("%s: malformed webhook", name)
 	}
+	// A webhook is called at a URL or through a Service, never both.
+	unstructured.RemoveNestedField(hook, "clientConfig", "service")
 	if err := unstructured.SetNestedField(hook, url, "clientConfig", "url"); err != nil {
 		return err
 	}

@@ -51,6 +51,14 @@ func TestChartInstall(t *testing.T) {
 	require.NoError(t, env.CreateNamespace(ctx, systemNS, restricted(nil)))
 	require.NoError(t, env.CreateNamespace(ctx, exampleNS, restricted(map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue})))
 
+	// The monitoring values render the Prometheus Operator's kinds: its
+	// CRDs first, so that the API server validates them too.
+	bin, err := cluster.BinDir()
+	require.NoError(t, err)
+	established, err := install.ApplyCRDs(ctx, env.Config, filepath.Join(bin, "prometheus-operator-crds"), "charts-test")
+	require.NoError(t, err, "tests/tools/build.sh promcrds installs them")
+	require.NoError(t, install.WaitCreateGrace(ctx, established))
+
 	t.Run("ReadmeCombinations", func(t *testing.T) {
 		for _, in := range readmeInstalls(t) {
 			objs := render(t, in.chart, in.namespace, in.sets...)

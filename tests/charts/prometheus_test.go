@@ -19,12 +19,17 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
 	"github.com/fastover/fastover/internal/fleet"
+	"github.com/fastover/fastover/internal/install"
+	"github.com/fastover/fastover/tests/charts"
+	"github.com/fastover/fastover/toleration"
+	"github.com/fastover/fastover/webhook"
 )
 
 // TestPrometheusAlerts runs a real Prometheus (the pinned server, built by
@@ -35,8 +40,11 @@ import (
 // planned handover (SIGTERM) fires nothing either. Then the new leader is
 // killed and its container reported ended: a standby takes over at once,
 // FastoverLeaderCrashTakeover fires and FastoverLeaderMissing does not.
-// Last, every replica is killed: FastoverLeaderMissing fires. The alerts,
-// and the terms by how they began, are read back from Prometheus' API.
+// Then every replica is killed: FastoverLeaderMissing fires. Last, the
+// chart's webhook configuration is applied, the webhook stops and a pod of
+// a labelled namespace is admitted without it: the API server's metrics
+// (scraped too) fire FastoverWebhookFailingOpen. The alerts, and the terms
+// by how they began, are read back from Prometheus' API.
 //
 // Simplified, and said so: Prometheus scrapes static targets (the
 // processes' addresses, with the labels a PodMonitor would give them)
@@ -99,10 +107,22 @@ func TestPrometheusAlerts(t *testing.T) {
 			"labels":  map[string]string{"job": "ctl", "namespace": ns, "pod": r.ID},
 		})
 	}
+	// The API server too: its admission metrics say when it admitted pods
+	// without calling the webhook.
+	apiserver, err := url.Parse(env.Config.Host)
+	require.NoError(t, err)
 	config, err := yaml.Marshal(map[string]any{
-		"global":         map[string]any{"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
-		"rule_files":     []string{filepath.Join(dir, "rules.yaml")},
-		"scrape_configs": []map[string]any{{"job_name": "fastover", "honor_labels": true, "static_configs": targets}},
+		"global":     map[string]any{"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
+		"rule_files": []string{filepath.Join(dir, "rules.yaml")},
+		"scrape_configs": []map[string]any{
+			{"job_name": "fastover", "honor_labels": true, "static_configs": targets},
+			{
+				"job_name": "apiserver", "scheme": "https",
+				"authorization":  map[string]any{"credentials": env.Config.BearerToken},
+				"tls_config":     map[string]any{"insecure_skip_verify": true},
+				"static_configs": []map[string]any{{"targets": []string{apiserver.Host}}},
+			},
+		},
 	})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), config, 0o600))
@@ -120,8 +140,8 @@ func TestPrometheusAlerts(t *testing.T) {
 	// Every target scraped, the webhook's certificate among the series.
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		up, err := promQuery(ctx, api, `sum(up)`)
-		return err == nil && len(up) == 1 && up[0] == 4, nil
-	}), "Prometheus did not scrape the four targets")
+		return err == nil && len(up) == 1 && up[0] == 5, nil
+	}), "Prometheus did not scrape the five targets")
 	expiry, err := promQuery(ctx, api, `fastover_webhook_certificate_expiry_timestamp_seconds{job="fastover-webhook"}`)
 	require.NoError(t, err)
 	require.Len(t, expiry, 1)
@@ -172,6 +192,50 @@ func TestPrometheusAlerts(t *testing.T) {
 	took := time.Since(gone)
 	t.Logf("FastoverLeaderMissing firing %v after every replica stopped", took.Round(time.Millisecond))
 	assert.GreaterOrEqual(t, took, 10*time.Second, "fired before its wait (noLeaderFor=10s)")
+
+	// The webhook goes; the API server admits a pod of a labelled
+	// namespace without it (failurePolicy Ignore), and its metrics say so:
+	// FastoverWebhookFailingOpen fires. The configuration is the chart's,
+	// pointed at the replica by URL as overlays/local does.
+	mwc := charts.Find(render(t, charts.Webhook, hookNS, "certificates.source=secret", "certificates.caBundle="+string(ca.CertPEM)),
+		"MutatingWebhookConfiguration", "fastover")
+	require.NotNil(t, mwc)
+	require.NoError(t, install.SetWebhookURL(mwc, "https://"+net.JoinHostPort(ip, strconv.Itoa(hook.Port))+webhook.Path))
+	applier, err := install.NewApplier(env.Config)
+	require.NoError(t, err)
+	_, err = applier.Apply(ctx, []*unstructured.Unstructured{mwc}, install.ApplyOptions{})
+	require.NoError(t, err)
+	const injected = "injected"
+	require.NoError(t, env.CreateNamespace(ctx, injected, map[string]string{toleration.NamespaceLabel: toleration.NamespaceLabelValue}))
+	require.NoError(t, install.WaitInjecting(ctx, env.Client, injected, time.Minute))
+	assert.NotContains(t, alertStates(ctx, t, api), "FastoverWebhookFailingOpen", "while the webhook serves")
+	hook.Proc.Stop(syscall.SIGTERM, 10*time.Second)
+	// Two pods: the API server creates its fail-open series at the first
+	// failure, and this Prometheus is too young for the rule to count a
+	// new series whole (it needs data from before the window, so that a
+	// restarted Prometheus does not page for old failures; promtool tests
+	// that path): the second failure is the increase it sees.
+	admit := func(name string) {
+		t.Helper()
+		pod, err := env.Client.CoreV1().Pods(injected).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err, "failurePolicy Ignore admits the pod")
+		assert.NotContains(t, pod.Annotations, toleration.AnnotationInjected, "admitted without the webhook")
+	}
+	admit("unmutated-1")
+	failOpen := `apiserver_admission_webhook_fail_open_count{name="pods.fastover.io"}`
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		v, err := promQuery(ctx, api, failOpen)
+		return err == nil && len(v) == 1 && v[0] == 1, nil
+	}), "the API server's %s", failOpen)
+	admit("unmutated-2")
+	failed := time.Now()
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return alertStates(ctx, t, api)["FastoverWebhookFailingOpen"] == "firing", nil
+	}), "FastoverWebhookFailingOpen did not fire")
+	t.Logf("FastoverWebhookFailingOpen firing %v after the second pod admitted without the webhook", time.Since(failed).Round(time.Millisecond))
 }
 
 // watchAlerts polls Prometheus' alerts until the deadline and returns the

@@ -5,12 +5,13 @@
 # of the real nodes (bin/cni/),
 # kwok's stage files, cert-manager-local and cert-manager's CRDs, the helm
 # CLI (make demo installs the charts with it), promtool and prometheus
-# (the charts' alerting rules and the monitoring test), golangci-lint and actionlint. Each group is rebuilt only when its module's
+# (the charts' alerting rules and the monitoring test), the Prometheus
+# Operator's CRDs, golangci-lint and actionlint. Each group is rebuilt only when its module's
 # go.mod, go.sum or Go sources, or the way it is built, change (or an output
 # is missing); a stamp in bin/.stamps records what was built.
 #
 # Usage: tests/tools/build.sh [GROUP...]   (groups: kube kubeproxy kubelet
-# containerd cni etcd kwok certmanager helm prometheus lint actionlint bench; no group means
+# containerd cni etcd kwok certmanager helm prometheus promcrds lint actionlint bench; no group means
 # all but bench)
 set -euo pipefail
 # Each tool module builds on its own: the repository's go.work (the
@@ -38,6 +39,11 @@ cni_ldflags="-s -w -X github.com/containernetworking/plugins/pkg/utils/buildvers
 helm_version=v4.3.2
 helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 
+# The Prometheus Operator's CRDs of the kinds the charts' monitoring renders,
+# plain YAML from its module (downloaded, nothing built).
+promop_version=v0.85.0
+promop_crds="monitoring.coreos.com_podmonitors.yaml monitoring.coreos.com_prometheusrules.yaml"
+
 # The way each group is built, part of its stamp.
 kwok_stages="node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml"
 cm_crds="cert-manager.io_certificaterequests.yaml cert-manager.io_certificates.yaml cert-manager.io_clusterissuers.yaml cert-manager.io_issuers.yaml acme.cert-manager.io_challenges.yaml acme.cert-manager.io_orders.yaml"
@@ -55,6 +61,7 @@ declare -A recipe=(
 	[actionlint]=""
 	[bench]=""
 	[prometheus]="-s -w remove_all_sd"
+	[promcrds]="$promop_version $promop_crds"
 )
 
 # The module directory under tests/tools of a group that shares another's:
@@ -69,9 +76,12 @@ declare -A module=(
 stamp() {
 	local dir="$tools/${module[$1]:-$1}"
 	{
-		cat "$dir/go.mod" "$dir/go.sum"
+		# A group with no module of its own (promcrds) is its recipe.
+		if [[ -d "$dir" ]]; then
+			cat "$dir/go.mod" "$dir/go.sum"
+			find "$dir" -name '*.go' -print0 | sort -z | xargs -0 -r cat
+		fi
 		echo "${recipe[$1]}"
-		find "$dir" -name '*.go' -print0 | sort -z | xargs -0 -r cat
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -263,6 +273,31 @@ build_prometheus() {
 	done_group prometheus
 }
 
+# The Prometheus Operator's CRDs for PodMonitor and PrometheusRule, which
+# TestInstall installs so that the API server validates
+# overlays/monitoring's objects (the module is downloaded and checked
+# against the checksum database, not built).
+build_promcrds() {
+	if fresh promcrds prometheus-operator-crds; then
+		step "the Prometheus Operator's CRDs $promop_version: up to date"
+		return
+	fi
+	step "downloading the Prometheus Operator's CRDs $promop_version"
+	local mod crd tmp
+	tmp=$(mktemp -d)
+	mod=$(cd "$tmp" && go mod download -json "github.com/prometheus-operator/prometheus-operator@$promop_version" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	rm -rf "$tmp"
+	[[ -n "$mod" ]] || { echo "go mod download of the Prometheus Operator $promop_version failed" >&2; exit 1; }
+	rm -rf "$bin/prometheus-operator-crds"
+	mkdir -p "$bin/prometheus-operator-crds"
+	for crd in $promop_crds; do
+		cp "$mod/example/prometheus-operator-crd/$crd" "$bin/prometheus-operator-crds/"
+	done
+	chmod u+w "$bin"/prometheus-operator-crds/*
+	done_group promcrds
+}
+
 build_bench() {
 	if fresh bench benchstat; then
 		step "benchstat: up to date"
@@ -274,10 +309,10 @@ build_bench() {
 }
 
 groups=("$@")
-[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube kubeproxy kubelet containerd cni certmanager helm prometheus lint actionlint)
+[[ ${#groups[@]} -gt 0 ]] || groups=(etcd kwok kube kubeproxy kubelet containerd cni certmanager helm prometheus promcrds lint actionlint)
 for g in "${groups[@]}"; do
 	case "$g" in
-	kube | kubeproxy | kubelet | containerd | cni | etcd | kwok | certmanager | helm | prometheus | lint | actionlint | bench)
+	kube | kubeproxy | kubelet | containerd | cni | etcd | kwok | certmanager | helm | prometheus | promcrds | lint | actionlint | bench)
 		start=$SECONDS
 		"build_$g"
 		# A build that ran says how long it took (make test's time table
@@ -285,7 +320,7 @@ for g in "${groups[@]}"; do
 		if ((SECONDS - start > 1)); then step "$g: $((SECONDS - start)) s"; fi
 		;;
 	*)
-		echo "unknown tool group: $g (want kube, kubeproxy, kubelet, containerd, cni, etcd, kwok, certmanager, helm, prometheus, lint, actionlint or bench)" >&2
+		echo "unknown tool group: $g (want kube, kubeproxy, kubelet, containerd, cni, etcd, kwok, certmanager, helm, prometheus, promcrds, lint, actionlint or bench)" >&2
 		exit 2
 		;;
 	esac
