@@ -242,11 +242,7 @@ func recordsInstance(lease *coordinationv1.Lease, inst instance) bool {
 
 // crashTakeoverTerm reports whether this replica's term began on the Lease
 // of a leader whose process had ended.
-func (e *leaseState) crashTakeoverTerm() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.beginning.crashTakeover
-}
+func (e *leaseState) crashTakeoverTerm() bool { return e.termBegan().crashTakeover }
 
 // spec is the Lease spec of a new term of this replica, after prev.
 func (e *leaseState) spec(prev resourcelock.LeaderElectionRecord, now time.Time) coordinationv1.LeaseSpec {

@@ -234,11 +234,7 @@ func (e *leaseState) wrote(lease *coordinationv1.Lease, sent, done time.Time) {
 
 // handedOverTerm reports whether this replica's term began on a Lease its
 // previous holder released.
-func (e *leaseState) handedOverTerm() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.beginning.handedOver
-}
+func (e *leaseState) handedOverTerm() bool { return e.termBegan().handedOver }
 
 // latest returns the newest Lease object this replica knows, the base of
 // its writes.

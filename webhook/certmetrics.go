@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 )
 
 // certMetrics exports when the serving certificate ends: the one served
@@ -18,7 +19,7 @@ import (
 // the first for long means a renewed certificate is not being served.
 type certMetrics struct {
 	file   string
-	served atomic.Pointer[func() (*tls.Certificate, error)]
+	served atomic.Pointer[certwatcher.CertWatcher]
 
 	servedDesc *prometheus.Desc
 	fileDesc   *prometheus.Desc
@@ -34,12 +35,8 @@ func newCertMetrics(file string) *certMetrics {
 	}
 }
 
-// serve says where the served certificate comes from (the watcher's
-// GetCertificate).
-func (m *certMetrics) serve(get func(*tls.ClientHelloInfo) (*tls.Certificate, error)) {
-	f := func() (*tls.Certificate, error) { return get(nil) }
-	m.served.Store(&f)
-}
+// serve says where the served certificate comes from.
+func (m *certMetrics) serve(cw *certwatcher.CertWatcher) { m.served.Store(cw) }
 
 func (m *certMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.servedDesc
@@ -47,8 +44,8 @@ func (m *certMetrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *certMetrics) Collect(ch chan<- prometheus.Metric) {
-	if get := m.served.Load(); get != nil {
-		if c, err := (*get)(); err == nil {
+	if cw := m.served.Load(); cw != nil {
+		if c, err := cw.GetCertificate(nil); err == nil {
 			if leaf, err := leafOf(c); err == nil {
 				ch <- prometheus.MustNewConstMetric(m.servedDesc, prometheus.GaugeValue, float64(leaf.NotAfter.Unix()))
 			}

@@ -403,7 +403,7 @@ func (s *Server) listen(ctx context.Context) (*http.Server, net.Listener, error)
 			o.Logger.Error(err, "certificate watcher")
 		}
 	}()
-	s.certs.serve(cw.GetCertificate)
+	s.certs.serve(cw)
 	cfg := &tls.Config{MinVersion: o.TLSMinVersion, GetCertificate: cw.GetCertificate, NextProtos: []string{"http/1.1"}}
 	srv := &http.Server{
 		Handler:           s.mux,

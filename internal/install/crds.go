@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/fastover/fastover/internal/cluster"
 )
 
 var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -37,6 +39,31 @@ func WaitCreateGrace(ctx context.Context, established time.Time) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// PrometheusOperatorCRDDir is where `tests/tools/build.sh promcrds` puts the
+// Prometheus Operator's PodMonitor and PrometheusRule CRDs, in the tools'
+// directory (cluster.BinDir).
+const PrometheusOperatorCRDDir = "prometheus-operator-crds"
+
+// ApplyPrometheusOperatorCRDs applies those CRDs (as fieldManager) and
+// returns once objects of their kinds can be created: the kinds the
+// charts' and the kustomizations' monitoring render, which the API server
+// then validates.
+func ApplyPrometheusOperatorCRDs(ctx context.Context, cfg *rest.Config, fieldManager string) error {
+	bin, err := cluster.BinDir()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(bin, PrometheusOperatorCRDDir)
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("%w: run `tests/tools/build.sh promcrds` (or `make tools`) at the repository root", err)
+	}
+	established, err := ApplyCRDs(ctx, cfg, dir, fieldManager)
+	if err != nil {
+		return err
+	}
+	return WaitCreateGrace(ctx, established)
 }
 
 // ApplyCRDs applies (server-side, as fieldManager, forcing conflicts)

@@ -66,6 +66,33 @@ type promtoolTest struct {
 	} `json:"tests"`
 }
 
+// alertRule is an alerting rule of a rendered rule file.
+type alertRule struct {
+	Alert       string            `json:"alert"`
+	Expr        string            `json:"expr"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// renderRuleFiles renders the chart once for each of ruleFiles: each
+// file's YAML, and its alerting rules.
+func renderRuleFiles(t *testing.T) (map[string][]byte, map[string][]alertRule) {
+	t.Helper()
+	specs, rules := map[string][]byte{}, map[string][]alertRule{}
+	for name, sets := range ruleFiles {
+		specs[name] = ruleSpec(t, sets...)
+		var spec struct {
+			Groups []struct {
+				Rules []alertRule `json:"rules"`
+			} `json:"groups"`
+		}
+		require.NoError(t, yaml.Unmarshal(specs[name], &spec), name)
+		for _, g := range spec.Groups {
+			rules[name] = append(rules[name], g.Rules...)
+		}
+	}
+	return specs, rules
+}
+
 // TestAlertRules checks the chart's alerting rules with the tools
 // operators run: `promtool check rules` on the rendered PrometheusRule,
 // and `promtool test rules` on testdata/alerts, where every alert is fired
@@ -77,8 +104,9 @@ func TestAlertRules(t *testing.T) {
 	defer cancel()
 	tool := promtool(t)
 	dir := t.TempDir()
-	for name, sets := range ruleFiles {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), ruleSpec(t, sets...), 0o600))
+	specs, rules := renderRuleFiles(t)
+	for name, spec := range specs {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), spec, 0o600))
 		out, err := exec.CommandContext(ctx, tool, "check", "rules", filepath.Join(dir, name)).CombinedOutput()
 		require.NoError(t, err, "promtool check rules %s:\n%s", name, out)
 	}
@@ -112,7 +140,7 @@ func TestAlertRules(t *testing.T) {
 
 	docs, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "operations.md"))
 	require.NoError(t, err)
-	alerts := renderedAlerts(t)
+	alerts := renderedAlerts(rules)
 	require.NotEmpty(t, alerts)
 	for _, a := range alerts {
 		assert.NotEmpty(t, fired[a.name], "%s: no promtool test fires it", a.name)
@@ -128,24 +156,12 @@ func TestAlertRules(t *testing.T) {
 
 type renderedAlert struct{ name, runbook string }
 
-// renderedAlerts are the alerts of every rule file the tests read.
-func renderedAlerts(t *testing.T) []renderedAlert {
-	t.Helper()
+// renderedAlerts are the alerts of every rule file, once each, by name.
+func renderedAlerts(rules map[string][]alertRule) []renderedAlert {
 	seen := map[string]renderedAlert{}
-	for _, sets := range ruleFiles {
-		var spec struct {
-			Groups []struct {
-				Rules []struct {
-					Alert       string            `json:"alert"`
-					Annotations map[string]string `json:"annotations"`
-				} `json:"rules"`
-			} `json:"groups"`
-		}
-		require.NoError(t, yaml.Unmarshal(ruleSpec(t, sets...), &spec))
-		for _, g := range spec.Groups {
-			for _, r := range g.Rules {
-				seen[r.Alert] = renderedAlert{name: r.Alert, runbook: r.Annotations["runbook_url"]}
-			}
+	for _, rs := range rules {
+		for _, r := range rs {
+			seen[r.Alert] = renderedAlert{name: r.Alert, runbook: r.Annotations["runbook_url"]}
 		}
 	}
 	out := make([]renderedAlert, 0, len(seen))

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fastover/fastover/certs"
 	"github.com/fastover/fastover/internal/cluster"
@@ -269,21 +268,11 @@ func TestDashboardQueries(t *testing.T) {
 	t.Logf("%d dashboard queries checked", queries)
 
 	var rules int
-	for _, sets := range ruleFiles {
-		var spec struct {
-			Groups []struct {
-				Rules []struct {
-					Alert string `json:"alert"`
-					Expr  string `json:"expr"`
-				} `json:"rules"`
-			} `json:"groups"`
-		}
-		require.NoError(t, yaml.Unmarshal(ruleSpec(t, sets...), &spec))
-		for _, g := range spec.Groups {
-			for _, r := range g.Rules {
-				checkNames(t, "alert "+r.Alert, r.Expr, exported)
-				rules++
-			}
+	_, files := renderRuleFiles(t)
+	for _, rs := range files {
+		for _, r := range rs {
+			checkNames(t, "alert "+r.Alert, r.Expr, exported)
+			rules++
 		}
 	}
 	t.Logf("%d alert expressions checked", rules)

@@ -53,11 +53,7 @@ func TestChartInstall(t *testing.T) {
 
 	// The monitoring values render the Prometheus Operator's kinds: its
 	// CRDs first, so that the API server validates them too.
-	bin, err := cluster.BinDir()
-	require.NoError(t, err)
-	established, err := install.ApplyCRDs(ctx, env.Config, filepath.Join(bin, "prometheus-operator-crds"), "charts-test")
-	require.NoError(t, err, "tests/tools/build.sh promcrds installs them")
-	require.NoError(t, install.WaitCreateGrace(ctx, established))
+	require.NoError(t, install.ApplyPrometheusOperatorCRDs(ctx, env.Config, "charts-test"))
 
 	t.Run("ReadmeCombinations", func(t *testing.T) {
 		for _, in := range readmeInstalls(t) {

@@ -85,11 +85,7 @@ func TestInstall(t *testing.T) {
 
 	// overlays/monitoring's kinds are the Prometheus Operator's: its CRDs
 	// first, so that the API server validates them too.
-	bin, err := cluster.BinDir()
-	require.NoError(t, err)
-	established, err := install.ApplyCRDs(ctx, env.Config, filepath.Join(bin, "prometheus-operator-crds"), "fastover-e2e")
-	require.NoError(t, err, "tests/tools/build.sh promcrds installs them")
-	require.NoError(t, install.WaitCreateGrace(ctx, established))
+	require.NoError(t, install.ApplyPrometheusOperatorCRDs(ctx, env.Config, "fastover-e2e"))
 
 	// Everything else renders and passes validation and admission (dry
 	// run): the webhook Deployment as the restricted profile wants it.

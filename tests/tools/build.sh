@@ -76,12 +76,11 @@ declare -A module=(
 stamp() {
 	local dir="$tools/${module[$1]:-$1}"
 	{
-		# A group with no module of its own (promcrds) is its recipe.
-		if [[ -d "$dir" ]]; then
-			cat "$dir/go.mod" "$dir/go.sum"
-			find "$dir" -name '*.go' -print0 | sort -z | xargs -0 -r cat
-		fi
+		# A group with no module of its own (promcrds) is its recipe. The
+		# order is the stamps' of the builds already made: keep it.
+		[[ ! -d "$dir" ]] || cat "$dir/go.mod" "$dir/go.sum"
 		echo "${recipe[$1]}"
+		[[ ! -d "$dir" ]] || find "$dir" -name '*.go' -print0 | sort -z | xargs -0 -r cat
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -98,6 +97,19 @@ fresh() {
 
 done_group() {
 	stamp "$1" >"$bin/.stamps/$1"
+}
+
+# copy_files SRC DST FILE...: copies each FILE (a path under SRC, a module's
+# directory) into $bin/DST, made afresh, writable (the module cache's are not).
+copy_files() {
+	local src=$1 dst=$2 f
+	shift 2
+	rm -rf "${bin:?}/$dst"
+	mkdir -p "$bin/$dst"
+	for f in "$@"; do
+		cp "$src/$f" "$bin/$dst/"
+	done
+	chmod u+w "$bin/$dst"/*
 }
 
 step() {
@@ -206,14 +218,9 @@ build_kwok() {
 	(cd "$tools/kwok" && go build -o "$bin/kwok" -ldflags "-s -w" sigs.k8s.io/kwok/cmd/kwok)
 	# The stages a kubelet's work needs: initialise a node and keep its
 	# Lease renewed; make pods ready, complete them, finish their deletion.
-	local mod stage
+	local mod
 	mod=$(cd "$tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-	rm -rf "$bin/kwok-stages"
-	mkdir -p "$bin/kwok-stages"
-	for stage in $kwok_stages; do
-		cp "$mod/kustomize/stage/$stage" "$bin/kwok-stages/"
-	done
-	chmod u+w "$bin"/kwok-stages/*
+	copy_files "$mod/kustomize/stage" kwok-stages $kwok_stages
 	done_group kwok
 }
 
@@ -225,14 +232,9 @@ build_certmanager() {
 	step "building cert-manager-local (about four minutes cold)"
 	(cd "$tools/certmanager" && go build -o "$bin/cert-manager-local" -ldflags "-s -w" ./cmd/cert-manager-local)
 	# cert-manager's CRDs, plain YAML (controller-gen output, no templating).
-	local mod crd
+	local mod
 	mod=$(cd "$tools/certmanager" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
-	rm -rf "$bin/cert-manager-crds"
-	mkdir -p "$bin/cert-manager-crds"
-	for crd in $cm_crds; do
-		cp "$mod/deploy/crds/$crd" "$bin/cert-manager-crds/"
-	done
-	chmod u+w "$bin"/cert-manager-crds/*
+	copy_files "$mod/deploy/crds" cert-manager-crds $cm_crds
 	done_group certmanager
 }
 
@@ -283,18 +285,13 @@ build_promcrds() {
 		return
 	fi
 	step "downloading the Prometheus Operator's CRDs $promop_version"
-	local mod crd tmp
+	local mod tmp
 	tmp=$(mktemp -d)
 	mod=$(cd "$tmp" && go mod download -json "github.com/prometheus-operator/prometheus-operator@$promop_version" |
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 	rm -rf "$tmp"
 	[[ -n "$mod" ]] || { echo "go mod download of the Prometheus Operator $promop_version failed" >&2; exit 1; }
-	rm -rf "$bin/prometheus-operator-crds"
-	mkdir -p "$bin/prometheus-operator-crds"
-	for crd in $promop_crds; do
-		cp "$mod/example/prometheus-operator-crd/$crd" "$bin/prometheus-operator-crds/"
-	done
-	chmod u+w "$bin"/prometheus-operator-crds/*
+	copy_files "$mod/example/prometheus-operator-crd" prometheus-operator-crds $promop_crds
 	done_group promcrds
 }
 
