@@ -13,19 +13,20 @@ export FASTOVER_BIN := $(BIN)
 MODULES := . leader leader/ctrlmanager
 MODULE_PATTERNS := $(foreach m,$(MODULES),$(if $(filter .,$(m)),./...,./$(m)/...))
 
-# Packages that need the local control plane: the suites under tests/, and
-# internal/cluster, which tests itself on one. tests/e2e runs after the
-# others, alone: its timed checks (the chaos run's LeaseDuration + 1 s)
-# measure the library, not two cores shared with builds and real nodes.
-E2E_PKGS := ./tests/... ./internal/cluster/...
-E2E_ALONE := ./tests/e2e
+# The packages that need the local control plane (the suites under tests/,
+# and internal/cluster, which tests itself on one) and tests/charts run by
+# tests/tools/suites.sh: make e2e runs the others, then tests/e2e; make test
+# runs them as two streams side by side (make suites), tests/e2e's serial
+# tests, whose timed checks (the chaos run's LeaseDuration + 1 s) measure
+# the library, beside nothing heavier than the charts' real nodes.
 UNIT_PKGS = $(shell go list $(MODULE_PATTERNS) | grep -v -e '/tests/' -e '/internal/cluster$$')
 
 GOTEST_FLAGS ?=
 E2E_TIMEOUT ?= 35m
 # How many of tests/e2e's parallel tests (those that time nothing, doc.go)
-# run at once, after its serial ones.
+# run at once.
 E2E_PARALLEL ?= 3
+export TIMES TESTTIME E2E_TIMEOUT E2E_PARALLEL GOTEST_FLAGS
 
 # Where the time of make test goes (internal/testtime): the go test runs of
 # e2e and charts-test keep their events in TIMES, make test records each
@@ -33,7 +34,7 @@ E2E_PARALLEL ?= 3
 # prints it again.
 TIMES := $(BIN)/test-times
 TESTTIME := $(BIN)/testtime
-TEST_PHASES := tools fmt-check vet tidy-check lint cover e2e charts-test
+TEST_PHASES := tools fmt-check vet tidy-check lint cover suites
 
 .PHONY: help
 help: ## list the targets
@@ -114,20 +115,32 @@ cover: ## unit tests with statement coverage per package, every module; fails be
 			rows[++nr] = sprintf("%-48s %9s %7s%s", short, pct, fl, mark) } \
 		END { printf "\n%-48s %9s %7s\n", "package", "coverage", "floor"; for (i = 1; i <= nr; i++) print rows[i]; exit failed }'
 
-.PHONY: e2e
-e2e: ## end-to-end tests on a local control plane (and, as root, real nodes)
-	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager helm promcrds
+# What the end-to-end suites need: the tool groups tests/tools/build.sh
+# builds (bin/), nftables' and podman's set-up, and the testtime command.
+E2E_TOOLS := etcd kwok kube kubeproxy kubelet containerd cni certmanager helm promcrds
+CHARTS_TOOLS := etcd kwok kube kubeproxy kubelet containerd cni certmanager prometheus promcrds
+define suites_setup
+	@tests/tools/build.sh $(1)
 	@tests/tools/netfilter.sh
 	@tests/tools/podman.sh
 	@go build -o $(TESTTIME) ./internal/testtime/cmd/testtime
-	@rm -f $(TIMES)/e2e.json
-	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -json $$(go list $(E2E_PKGS) | grep -v -x 'github.com/fastover/fastover/tests/e2e') | $(TESTTIME) tee $(TIMES)/e2e.json
-	go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -parallel $(E2E_PARALLEL) -json $(E2E_ALONE) | $(TESTTIME) tee $(TIMES)/e2e.json
+endef
+
+.PHONY: e2e
+e2e: ## end-to-end tests on a local control plane (and, as root, real nodes): the packages under tests/ and internal/cluster, then tests/e2e
+	$(call suites_setup,$(E2E_TOOLS))
+	tests/tools/suites.sh e2e
+
+# make test's last phase: make e2e and make charts-test in two streams.
+.PHONY: suites
+suites: ## make e2e and make charts-test as make test runs them: two streams side by side (tests/tools/suites.sh says which work goes beside which)
+	$(call suites_setup,$(sort $(E2E_TOOLS) $(CHARTS_TOOLS)))
+	tests/tools/suites.sh both
 
 # make test runs the phases one after another, records each one's wall time
 # and, passed or failed, prints where the time went.
 .PHONY: test
-test: ## everything CI runs: tools, gofmt, vet, go mod tidy, lint (deps-check), unit tests with the coverage floors, e2e (the modules' consumer and compatibility tests included) and chart tests; then the time table
+test: ## everything CI runs: tools, gofmt, vet, go mod tidy, lint (deps-check), unit tests with the coverage floors, e2e (the modules' consumer and compatibility tests included) beside the chart tests (make suites); then the time table
 	@rm -rf $(TIMES) && mkdir -p $(TIMES)
 	@rc=0; for phase in $(TEST_PHASES); do \
 		start=$$(date +%s%3N); $(MAKE) --no-print-directory $$phase || rc=$$?; \
@@ -140,19 +153,15 @@ test: ## everything CI runs: tools, gofmt, vet, go mod tidy, lint (deps-check), 
 	exit $$rc
 
 .PHONY: test-times
-test-times: ## print where the time of the last make test (or e2e, charts-test) went: its phases, every package, the slowest tests
+test-times: ## print where the time of the last make test (or e2e, charts-test, suites) went: its phases, every package, the slowest tests
 	@go run ./internal/testtime/cmd/testtime table $(TIMES)
 
 # The Helm charts (charts/) are tested by a Go module of their own,
 # tests/charts, so that helm's SDK stays out of fastover's go.mod.
 .PHONY: charts-test
 charts-test: ## Helm charts: lint, schema, drift against manifests/, the alerting rules (promtool test rules), the dashboard's queries, a real Prometheus, install on a local control plane (and, as root, helm install onto real nodes)
-	@tests/tools/build.sh etcd kwok kube kubeproxy kubelet containerd cni certmanager prometheus promcrds
-	@tests/tools/netfilter.sh
-	@tests/tools/podman.sh
-	@go build -o $(TESTTIME) ./internal/testtime/cmd/testtime
-	@rm -f $(TIMES)/charts.json
-	cd tests/charts && GOWORK=off go test $(GOTEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -json ./... | $(TESTTIME) tee $(TIMES)/charts.json
+	$(call suites_setup,$(CHARTS_TOOLS))
+	tests/tools/suites.sh charts
 
 # make images: an OCI image index per binary (fastover-webhook,
 # fastover-example, fastover-certs, fastover-run) for IMAGE_PLATFORMS, built in Go without

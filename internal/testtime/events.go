@@ -27,10 +27,10 @@ const maxLine = 4 << 20
 // and writes to out the output the events carry, as `go test -v` would
 // print it. When the stream holds more than one package, each output line
 // is prefixed with its package (relative to module, when it has that
-// prefix), since the packages' lines interleave. A line that is not an
-// event (a go command's message) goes to out as it is. Tee returns when r
-// ends.
-func Tee(r io.Reader, out, record io.Writer, module string) error {
+// prefix), since the packages' lines interleave; with prefix every line
+// is, for a stream printed beside another. A line that is not an event (a
+// go command's message) goes to out as it is. Tee returns when r ends.
+func Tee(r io.Reader, out, record io.Writer, module string, prefix bool) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	packages := map[string]bool{}
@@ -57,14 +57,14 @@ func Tee(r io.Reader, out, record io.Writer, module string) error {
 		lines := strings.SplitAfter(text, "\n")
 		pending[e.Package] = lines[len(lines)-1]
 		for _, l := range lines[:len(lines)-1] {
-			if err := writeLine(out, l, e.Package, module, len(packages) > 1); err != nil {
+			if err := writeLine(out, l, e.Package, module, prefix || len(packages) > 1); err != nil {
 				return err
 			}
 		}
 	}
 	for pkg, rest := range pending {
 		if rest != "" {
-			if err := writeLine(out, rest+"\n", pkg, module, len(packages) > 1); err != nil {
+			if err := writeLine(out, rest+"\n", pkg, module, prefix || len(packages) > 1); err != nil {
 				return err
 			}
 		}

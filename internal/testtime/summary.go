@@ -40,8 +40,9 @@ type Summary struct {
 
 type pkgState struct {
 	Result
-	first, last time.Time
-	order       int
+	first, last   time.Time
+	order         int
+	starts, dones int // runs of the package begun and ended (one stream may hold several)
 }
 
 type testState struct {
@@ -53,7 +54,10 @@ type testState struct {
 // Summarize reads a stream of `go test -json` events (several streams
 // concatenated are one). A line that is not an event is counted in
 // Skipped, never an error; a package or test that started and never ended
-// is Incomplete, with the time from its first event to its last.
+// is Incomplete, with the time from its first event to its last. A package
+// run more than once (make test runs tests/e2e's timed and untimed tests
+// as two runs) is one Result: the sum of the runs' times, and the worst
+// outcome (fail, then incomplete, then pass, then skip).
 func Summarize(r io.Reader) (Summary, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
@@ -82,8 +86,15 @@ func Summarize(r io.Reader) (Summary, error) {
 		}
 		done := e.Action == Pass || e.Action == Fail || e.Action == Skip
 		if e.Test == "" {
-			if done {
+			switch {
+			case e.Action == "start":
+				p.starts++
+			case done && p.dones == 0:
 				p.Outcome, p.Elapsed = e.Action, seconds(e.Elapsed)
+				p.dones++
+			case done:
+				p.Outcome, p.Elapsed = worse(p.Outcome, e.Action), p.Elapsed+seconds(e.Elapsed)
+				p.dones++
 			}
 			continue
 		}
@@ -109,8 +120,11 @@ func Summarize(r io.Reader) (Summary, error) {
 	}
 	ps := make([]*pkgState, 0, len(pkgs))
 	for _, p := range pkgs {
-		if p.Outcome == Incomplete && !p.first.IsZero() {
+		switch {
+		case p.dones == 0 && !p.first.IsZero():
 			p.Elapsed = p.last.Sub(p.first)
+		case p.dones < p.starts && p.Outcome != Fail:
+			p.Outcome = Incomplete // a run that never ended
 		}
 		ps = append(ps, p)
 	}
@@ -131,6 +145,15 @@ func Summarize(r io.Reader) (Summary, error) {
 	}
 	s.Failures = fails.list()
 	return s, nil
+}
+
+// worse is the worse of two outcomes of a package's runs.
+func worse(a, b string) string {
+	rank := map[string]int{Fail: 3, Incomplete: 2, Pass: 1, Skip: 0}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
 }
 
 func seconds(s float64) time.Duration {

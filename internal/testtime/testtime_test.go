@@ -3,6 +3,9 @@ package testtime
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +64,7 @@ func TestSummarizeBadInput(t *testing.T) {
 
 func TestTee(t *testing.T) {
 	var out, record bytes.Buffer
-	require.NoError(t, Tee(strings.NewReader(stream), &out, &record, mod))
+	require.NoError(t, Tee(strings.NewReader(stream), &out, &record, mod, false))
 	assert.Equal(t, stream, record.String(), "every line is kept as it came")
 	assert.Equal(t, "a| === RUN   TestOne\n"+
 		"b| half a line\n"+
@@ -72,7 +75,7 @@ func TestTee(t *testing.T) {
 	// One package: no prefix, as go test -v prints it.
 	out.Reset()
 	one := `{"Action":"output","Package":"example.com/m","Output":"=== RUN   TestX\n"}` + "\n"
-	require.NoError(t, Tee(strings.NewReader(one), &out, &record, mod))
+	require.NoError(t, Tee(strings.NewReader(one), &out, &record, mod, false))
 	assert.Equal(t, "=== RUN   TestX\n", out.String())
 }
 
@@ -141,7 +144,7 @@ func FuzzSummarize(f *testing.F) {
 		var out bytes.Buffer
 		require.NoError(t, WriteTable(&out, Report{Summary: s, Slowest: 3}))
 		var rec bytes.Buffer
-		require.NoError(t, Tee(bytes.NewReader(b), &out, &rec, mod))
+		require.NoError(t, Tee(bytes.NewReader(b), &out, &rec, mod, false))
 	})
 }
 
@@ -232,4 +235,62 @@ unit  (the package itself)
 	require.Len(t, s.Failures[0].Lines, failureLines)
 	assert.True(t, strings.HasPrefix(s.Failures[0].Lines[0], "x_test.go:4: y"))
 	assert.Len(t, s.Failures[0].Lines[0], failureLineLen+len(" …"))
+}
+
+func TestSummarizeRuns(t *testing.T) {
+	// tests/e2e run twice (make test's timed and untimed runs), the second
+	// failing; c run twice, the second cut off.
+	const runs = `{"Time":"2026-12-05T10:00:00Z","Action":"start","Package":"example.com/m/e2e"}
+{"Time":"2026-12-05T10:00:01Z","Action":"pass","Package":"example.com/m/e2e","Test":"TestTimed","Elapsed":1}
+{"Time":"2026-12-05T10:00:02Z","Action":"pass","Package":"example.com/m/e2e","Elapsed":2}
+{"Time":"2026-12-05T10:00:00Z","Action":"start","Package":"example.com/m/e2e"}
+{"Time":"2026-12-05T10:00:03Z","Action":"fail","Package":"example.com/m/e2e","Test":"TestUntimed","Elapsed":3}
+{"Time":"2026-12-05T10:00:04Z","Action":"fail","Package":"example.com/m/e2e","Elapsed":4}
+{"Time":"2026-12-05T10:00:00Z","Action":"start","Package":"example.com/m/c"}
+{"Time":"2026-12-05T10:00:01Z","Action":"pass","Package":"example.com/m/c","Elapsed":1}
+{"Time":"2026-12-05T10:00:02Z","Action":"start","Package":"example.com/m/c"}
+{"Time":"2026-12-05T10:00:09Z","Action":"run","Package":"example.com/m/c","Test":"TestCut"}
+`
+	s, err := Summarize(strings.NewReader(runs))
+	require.NoError(t, err)
+	assert.Equal(t, []Result{
+		{Package: "example.com/m/e2e", Outcome: Fail, Elapsed: 6 * time.Second, Tests: 2},
+		{Package: "example.com/m/c", Outcome: Incomplete, Elapsed: time.Second, Tests: 1},
+	}, s.Packages)
+
+	// The order of the runs does not change the outcome.
+	assert.Equal(t, Fail, worse(Fail, Pass))
+	assert.Equal(t, Fail, worse(Pass, Fail))
+	assert.Equal(t, Pass, worse(Skip, Pass))
+	assert.Equal(t, Incomplete, worse(Pass, Incomplete))
+}
+
+func TestTeePrefix(t *testing.T) {
+	var out, record bytes.Buffer
+	one := `{"Action":"output","Package":"example.com/m/charts","Output":"=== RUN   TestX\n"}` + "\n"
+	require.NoError(t, Tee(strings.NewReader(one), &out, &record, mod, true))
+	assert.Equal(t, "charts| === RUN   TestX\n", out.String(), "one package, printed beside another stream")
+}
+
+func TestTests(t *testing.T) {
+	serial, parallel, err := Tests("testdata/classify")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"Test", "TestEmpty", "TestLate", "TestOther"}, serial)
+	assert.Equal(t, []string{"TestB", "Test_A"}, parallel)
+
+	_, _, err = Tests(t.TempDir())
+	assert.ErrorContains(t, err, "holds no _test.go file")
+	bad := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bad, "x_test.go"), []byte("package x\nfunc TestX(t *testing.T) {"), 0o644))
+	_, _, err = Tests(bad)
+	assert.ErrorContains(t, err, "x_test.go")
+}
+
+func TestPattern(t *testing.T) {
+	p := Pattern([]string{"TestB", "Test_A"})
+	assert.Equal(t, "^(TestB|Test_A)$", p)
+	re := regexp.MustCompile(p)
+	assert.True(t, re.MatchString("TestB"))
+	assert.False(t, re.MatchString("TestBB"), "a test whose name extends another's is not matched")
+	assert.False(t, regexp.MustCompile(Pattern(nil)).MatchString("TestB"))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -130,15 +131,23 @@ func TestHazards(t *testing.T) {
 	require.NoError(t, f.Add(2))
 	waitServing(ctx, t, f, "", 30*time.Second)
 
+	// The two hazards run at once, each a subtest started from a goroutine
+	// of its own rather than a parallel subtest: parallel subtests queue
+	// for go test's -parallel slots behind every other parallel test of
+	// the package, which kept the lost nodes waiting 2 minutes in make e2e.
 	t.Run("hazards", func(t *testing.T) {
-		t.Run("StatefulSet pod on a lost node", func(t *testing.T) {
-			t.Parallel()
-			statefulSetHazard(ctx, t, env, ns, stsPod)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			t.Run("StatefulSet pod on a lost node", func(t *testing.T) {
+				statefulSetHazard(ctx, t, env, ns, stsPod)
+			})
 		})
-		t.Run("disrupted zone", func(t *testing.T) {
-			t.Parallel()
-			disruptedZone(ctx, t, env, f, ns, spread)
+		wg.Go(func() {
+			t.Run("disrupted zone", func(t *testing.T) {
+				disruptedZone(ctx, t, env, f, ns, spread)
+			})
 		})
+		wg.Wait()
 	})
 }
 

@@ -3,10 +3,14 @@
 //
 //	go test -json ./... | testtime tee bin/test-times/unit.json
 //	testtime table bin/test-times
+//	go test -run "$(testtime -serial tests tests/e2e)" ./tests/e2e
 //
-// tee prints the tests' output as `go test -v` does and appends the events
-// to FILE. table reads DIR/phases.tsv (make's phases, if present) and every
-// DIR/*.json, and prints where the time went.
+// tee prints the tests' output as `go test -v` does (-prefix: every line
+// with its package, for a stream printed beside another) and appends the
+// events to FILE. table reads DIR/phases.tsv (make's phases, if present)
+// and every DIR/*.json, and prints where the time went. tests prints a
+// `go test -run` pattern of the package DIR's tests that call t.Parallel
+// first (-parallel) or the others (-serial).
 package main
 
 import (
@@ -26,10 +30,14 @@ const module = "github.com/fastover/fastover"
 
 func main() {
 	slowest := flag.Int("slowest", 25, "how many of the slowest tests table lists")
+	prefix := flag.Bool("prefix", false, "tee: prefix every line with its package")
+	serial := flag.Bool("serial", false, "tests: the tests that do not call t.Parallel first")
+	parallel := flag.Bool("parallel", false, "tests: the tests that call t.Parallel first")
 	flag.Usage = func() {
-		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "usage: %s tee FILE | table DIR\n\n"+
+		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] tee FILE | table DIR | tests DIR\n\n"+
 			"tee:   copy go test -json from stdin to FILE (appended), print the output as go test -v\n"+
-			"table: print make's phases (DIR/phases.tsv), the packages and the slowest tests of DIR/*.json\n\n", os.Args[0])
+			"table: print make's phases (DIR/phases.tsv), the packages and the slowest tests of DIR/*.json\n"+
+			"tests: print a go test -run pattern of the package DIR's tests, -serial or -parallel\n\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -40,9 +48,15 @@ func main() {
 	var err error
 	switch flag.Arg(0) {
 	case "tee":
-		err = tee(flag.Arg(1))
+		err = tee(flag.Arg(1), *prefix)
 	case "table":
 		err = table(flag.Arg(1), *slowest)
+	case "tests":
+		if *serial == *parallel {
+			fmt.Fprintln(os.Stderr, "testtime: tests needs one of -serial and -parallel")
+			os.Exit(2)
+		}
+		err = tests(flag.Arg(1), *parallel)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -53,7 +67,20 @@ func main() {
 	}
 }
 
-func tee(file string) error {
+func tests(dir string, parallel bool) error {
+	serial, par, err := testtime.Tests(dir)
+	if err != nil {
+		return err
+	}
+	names := serial
+	if parallel {
+		names = par
+	}
+	_, err = fmt.Println(testtime.Pattern(names))
+	return err
+}
+
+func tee(file string, prefix bool) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
@@ -61,7 +88,7 @@ func tee(file string) error {
 	if err != nil {
 		return err
 	}
-	err = testtime.Tee(os.Stdin, os.Stdout, f, module)
+	err = testtime.Tee(os.Stdin, os.Stdout, f, module, prefix)
 	return errors.Join(err, f.Close())
 }
 

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# suites.sh runs fastover's end-to-end suites: the packages under tests/ and
+# internal/cluster (make e2e), the Helm charts' module tests/charts (make
+# charts-test), or both as make test runs them (make suites).
+#
+#   tests/tools/suites.sh e2e|charts|both
+#
+# both runs two streams side by side, pairing work by what it needs of the
+# two cores:
+#   - the builders (the packages other than tests/e2e, which build images
+#     and modules), then tests/e2e's serial tests, whose timed checks run
+#     beside nothing heavier than the charts' real nodes;
+#   - tests/e2e's parallel tests (those that call t.Parallel first and time
+#     nothing, tests/e2e/doc.go), beside the builders, then tests/charts.
+# The second stream's lines are prefixed with their package. Each go test's
+# events go to $TIMES (make test-times); the exit status is 1 if any failed.
+#
+# Environment (the Makefile sets it): TIMES, TESTTIME (internal/testtime's
+# command, built), E2E_TIMEOUT, E2E_PARALLEL, GOTEST_FLAGS.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+: "${TIMES:?TIMES: the directory of the events}" "${TESTTIME:?TESTTIME: the testtime command}"
+E2E_TIMEOUT=${E2E_TIMEOUT:-35m}
+E2E_PARALLEL=${E2E_PARALLEL:-3}
+read -r -a flags <<<"${GOTEST_FLAGS:-}"
+e2e=github.com/fastover/fastover/tests/e2e
+
+gotest() { go test "${flags[@]}" -count=1 -timeout "$E2E_TIMEOUT" -json "$@"; }
+
+# builders: every package of E2E_PKGS but tests/e2e, two at a time.
+builders() {
+	local pkgs
+	pkgs=$(go list ./tests/... ./internal/cluster/... | grep -v -x "$e2e") || return 1
+	# shellcheck disable=SC2086 # one package per word
+	gotest $pkgs | "$TESTTIME" tee "$TIMES/e2e.json"
+}
+
+# e2etests RUN FILE [TEE FLAGS]: tests/e2e's tests matching RUN.
+e2etests() {
+	local run=$1 file=$2
+	shift 2
+	gotest -parallel "$E2E_PARALLEL" -run "$run" ./tests/e2e | "$TESTTIME" tee "$@" "$TIMES/$file"
+}
+
+# charts [TEE FLAGS]: the module tests/charts.
+charts() {
+	(cd tests/charts && GOWORK=off gotest ./...) | "$TESTTIME" tee "$@" "$TIMES/charts.json"
+}
+
+case ${1:-} in
+e2e)
+	rm -f "$TIMES/e2e.json" "$TIMES/e2e-parallel.json"
+	builders
+	e2etests . e2e.json
+	;;
+charts)
+	rm -f "$TIMES/charts.json"
+	charts
+	;;
+both)
+	rm -f "$TIMES/e2e.json" "$TIMES/e2e-parallel.json" "$TIMES/charts.json"
+	serial=$("$TESTTIME" -serial tests tests/e2e)
+	parallel=$("$TESTTIME" -parallel tests tests/e2e)
+	(
+		rc=0
+		e2etests "$parallel" e2e-parallel.json -prefix || rc=1
+		charts -prefix || rc=1
+		exit $rc
+	) &
+	side=$!
+	trap 'kill $side 2>/dev/null || true' EXIT
+	rc=0
+	builders || rc=1
+	e2etests "$serial" e2e.json || rc=1
+	wait $side || rc=1
+	trap - EXIT
+	exit $rc
+	;;
+*)
+	echo "usage: $0 e2e|charts|both" >&2
+	exit 2
+	;;
+esac
