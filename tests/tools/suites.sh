@@ -36,16 +36,16 @@ builders() {
 	gotest $pkgs | "$TESTTIME" tee "$TIMES/e2e.json"
 }
 
-# e2etests RUN FILE [TEE FLAGS]: tests/e2e's tests matching RUN.
+# e2etests RUN FILE [TESTTIME FLAGS]: tests/e2e's tests matching RUN.
 e2etests() {
 	local run=$1 file=$2
 	shift 2
-	gotest -parallel "$E2E_PARALLEL" -run "$run" ./tests/e2e | "$TESTTIME" tee "$@" "$TIMES/$file"
+	gotest -parallel "$E2E_PARALLEL" -run "$run" ./tests/e2e | "$TESTTIME" "$@" tee "$TIMES/$file"
 }
 
-# charts [TEE FLAGS]: the module tests/charts.
+# charts [TESTTIME FLAGS]: the module tests/charts.
 charts() {
-	(cd tests/charts && GOWORK=off gotest ./...) | "$TESTTIME" tee "$@" "$TIMES/charts.json"
+	(cd tests/charts && GOWORK=off gotest ./...) | "$TESTTIME" "$@" tee "$TIMES/charts.json"
 }
 
 case ${1:-} in
