@@ -126,7 +126,7 @@ type Env struct {
 	extra []*Process // started by the tests with StartProcess
 	// realNodes, in the order they were added; registry serves their
 	// images; holdsHost: this Env counts among the users of the
-	// machine's state (acquireHost).
+	// machine's state (machineHost).
 	realNodes []*RealNode
 	registry  *Registry
 	holdsHost bool

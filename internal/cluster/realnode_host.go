@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -31,67 +30,15 @@ var kubeletSysctls = []string{
 }
 
 // hostDirs are used by every kubelet, containerd or CNI plugin of the
-// machine whatever their configs say; removed at the end if the first
-// real node made them.
+// machine whatever their configs say; removed when the last real node of
+// the machine stops if they were made after the first started
+// (hostHolders).
 var hostDirs = []string{"/var/lib/kubelet", "/var/log/containers", "/run/containerd", "/var/lib/cni"}
 
 // cgroupHierarchies are the cgroup v1 hierarchies a node's cgroup root is
 // made in, and "unified", where runc also makes the pods' cgroups on a
 // hybrid host.
 var cgroupHierarchies = []string{"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "systemd", "unified"}
-
-// hostState is what the first real node of the process found, to put
-// back when the last Env with real nodes stops: Envs of tests that run in
-// parallel share the machine.
-type hostState struct {
-	sysctls map[string]string
-	made    []string
-}
-
-var (
-	hostMu    sync.Mutex
-	hostUsers int // Envs with real nodes
-	host      *hostState
-)
-
-// acquireHost records the host's state if no Env with real nodes runs.
-func acquireHost() {
-	hostMu.Lock()
-	defer hostMu.Unlock()
-	hostUsers++
-	if hostUsers > 1 {
-		return
-	}
-	host = &hostState{sysctls: map[string]string{}}
-	for _, s := range kubeletSysctls {
-		if b, err := os.ReadFile("/proc/sys/" + s); err == nil {
-			host.sysctls[s] = strings.TrimSpace(string(b))
-		}
-	}
-	for _, d := range hostDirs {
-		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
-			host.made = append(host.made, d)
-		}
-	}
-}
-
-// releaseHost puts the host's state back when the last Env with real
-// nodes stops.
-func releaseHost() {
-	hostMu.Lock()
-	defer hostMu.Unlock()
-	hostUsers--
-	if hostUsers > 0 || host == nil {
-		return
-	}
-	for s, v := range host.sysctls {
-		_ = os.WriteFile("/proc/sys/"+s, []byte(v), 0o644)
-	}
-	for _, d := range host.made {
-		_ = os.RemoveAll(d)
-	}
-	host = nil
-}
 
 // prepareRealNodes does, once per Env, what the real nodes share: the
 // hub's bridge and forwarding, the registry with the test images, a record
@@ -111,7 +58,9 @@ func (e *Env) prepareRealNodes(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("cluster: forwarding in the hub: %w", err)
 	}
-	acquireHost()
+	if err := machineHost.acquire(); err != nil {
+		return err
+	}
 	e.holdsHost = true
 	reg, err := e.startRegistry(hubAddress.Addr())
 	if err != nil {
@@ -133,7 +82,7 @@ func (e *Env) stopRealNodes() {
 	}
 	reg.stop()
 	if holds {
-		releaseHost()
+		machineHost.release()
 	}
 }
 
