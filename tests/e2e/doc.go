@@ -7,5 +7,9 @@
 // heap), calls t.Parallel first: go test runs those together, at most
 // -parallel at a time (make e2e's E2E_PARALLEL), after the serial tests,
 // which run alone as their timed checks need. Each test starts a control
-// plane of its own, so the parallel ones share only the two cores.
+// plane of its own, so the parallel ones share only the two cores. make
+// test runs the two kinds as two go test runs (tests/tools/suites.sh, which
+// tells them apart by that first statement): the serial tests beside
+// nothing heavier than tests/charts' real nodes, the parallel ones beside
+// the packages that build.
 package e2e

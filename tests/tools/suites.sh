@@ -5,15 +5,17 @@
 #
 #   tests/tools/suites.sh e2e|charts|both
 #
-# both runs two streams side by side, pairing work by what it needs of the
-# two cores:
-#   - the builders (the packages other than tests/e2e, which build images
-#     and modules), then tests/e2e's serial tests, whose timed checks run
-#     beside nothing heavier than the charts' real nodes;
-#   - tests/e2e's parallel tests (those that call t.Parallel first and time
-#     nothing, tests/e2e/doc.go), beside the builders, then tests/charts.
-# The second stream's lines are prefixed with their package. Each go test's
-# events go to $TIMES (make test-times); the exit status is 1 if any failed.
+# both runs the work in two phases, paired by what it needs of the two
+# cores:
+#   - heavy: the builders (the packages other than tests/e2e, which build
+#     images and modules) beside tests/e2e's parallel tests (those that
+#     call t.Parallel first and time nothing, tests/e2e/doc.go);
+#   - light: tests/e2e's serial tests, whose timed checks need cores that
+#     are not saturated, in two halves (testtime -shard) beside each other
+#     and beside tests/charts (whose real nodes use a third of one core).
+# The lines of all but one stream are prefixed with their package. Each go
+# test's events go to $TIMES (make test-times); the exit status is 1 if any
+# failed.
 #
 # Environment (the Makefile sets it): TIMES, TESTTIME (internal/testtime's
 # command, built), E2E_TIMEOUT, E2E_PARALLEL, GOTEST_FLAGS.
@@ -50,7 +52,7 @@ charts() {
 
 case ${1:-} in
 e2e)
-	rm -f "$TIMES/e2e.json" "$TIMES/e2e-parallel.json"
+	rm -f "$TIMES"/e2e*.json
 	builders
 	e2etests . e2e.json
 	;;
@@ -59,21 +61,27 @@ charts)
 	charts
 	;;
 both)
-	rm -f "$TIMES/e2e.json" "$TIMES/e2e-parallel.json" "$TIMES/charts.json"
-	serial=$("$TESTTIME" -serial tests tests/e2e)
+	rm -f "$TIMES"/e2e*.json "$TIMES/charts.json"
 	parallel=$("$TESTTIME" -parallel tests tests/e2e)
-	(
-		rc=0
-		e2etests "$parallel" e2e-parallel.json -prefix || rc=1
-		charts -prefix || rc=1
-		exit $rc
-	) &
-	side=$!
-	trap 'kill $side 2>/dev/null || true' EXIT
+	timed1=$("$TESTTIME" -serial -shard 1/2 tests tests/e2e)
+	timed2=$("$TESTTIME" -serial -shard 2/2 tests tests/e2e)
+	pids=()
+	trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 	rc=0
+	# The heavy phase: what builds, beside what times nothing.
+	e2etests "$parallel" e2e-parallel.json -prefix &
+	pids=($!)
 	builders || rc=1
-	e2etests "$serial" e2e.json || rc=1
-	wait $side || rc=1
+	wait "${pids[@]}" || rc=1
+	# The light phase: the timed tests in two halves, beside the charts.
+	e2etests "$timed2" e2e-timed2.json -prefix &
+	pids=($!)
+	charts -prefix &
+	pids+=($!)
+	e2etests "$timed1" e2e.json || rc=1
+	for p in "${pids[@]}"; do
+		wait "$p" || rc=1
+	done
 	trap - EXIT
 	exit $rc
 	;;

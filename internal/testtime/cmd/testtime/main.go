@@ -10,7 +10,8 @@
 // events to FILE. table reads DIR/phases.tsv (make's phases, if present)
 // and every DIR/*.json, and prints where the time went. tests prints a
 // `go test -run` pattern of the package DIR's tests that call t.Parallel
-// first (-parallel) or the others (-serial).
+// first (-parallel) or the others (-serial), or of a shard of them
+// (-shard I/N).
 package main
 
 import (
@@ -33,6 +34,7 @@ func main() {
 	prefix := flag.Bool("prefix", false, "tee: prefix every line with its package")
 	serial := flag.Bool("serial", false, "tests: the tests that do not call t.Parallel first")
 	parallel := flag.Bool("parallel", false, "tests: the tests that call t.Parallel first")
+	shard := flag.String("shard", "", "tests: I/N, the I-th of N shards of the tests, every N-th in name order from the I-th")
 	flag.Usage = func() {
 		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] tee FILE | table DIR | tests DIR\n\n"+
 			"tee:   copy go test -json from stdin to FILE (appended), print the output as go test -v\n"+
@@ -56,7 +58,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "testtime: tests needs one of -serial and -parallel")
 			os.Exit(2)
 		}
-		err = tests(flag.Arg(1), *parallel)
+		err = tests(flag.Arg(1), *parallel, *shard)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -67,7 +69,7 @@ func main() {
 	}
 }
 
-func tests(dir string, parallel bool) error {
+func tests(dir string, parallel bool, shard string) error {
 	serial, par, err := testtime.Tests(dir)
 	if err != nil {
 		return err
@@ -75,6 +77,13 @@ func tests(dir string, parallel bool) error {
 	names := serial
 	if parallel {
 		names = par
+	}
+	if shard != "" {
+		var i, n int
+		if _, err := fmt.Sscanf(shard, "%d/%d", &i, &n); err != nil || n < 1 || i < 1 || i > n {
+			return fmt.Errorf("-shard %q: want I/N, 1 <= I <= N", shard)
+		}
+		names = testtime.Shard(names, i, n)
 	}
 	_, err = fmt.Println(testtime.Pattern(names))
 	return err
