@@ -16,9 +16,10 @@ MODULE_PATTERNS := $(foreach m,$(MODULES),$(if $(filter .,$(m)),./...,./$(m)/...
 # The packages that need the local control plane (the suites under tests/,
 # and internal/cluster, which tests itself on one) and tests/charts run by
 # tests/tools/suites.sh: make e2e runs the others, then tests/e2e; make test
-# runs them as two streams side by side (make suites), tests/e2e's serial
-# tests, whose timed checks (the chaos run's LeaseDuration + 1 s) measure
-# the library, beside nothing heavier than the charts' real nodes.
+# runs them side by side in two phases (make suites): what builds beside
+# tests/e2e's untimed tests, then tests/e2e's timed tests (the chaos run's
+# LeaseDuration + 1 s), which measure the library, in two halves beside
+# tests/charts, nothing heavier than real nodes.
 UNIT_PKGS = $(shell go list $(MODULE_PATTERNS) | grep -v -e '/tests/' -e '/internal/cluster$$')
 
 GOTEST_FLAGS ?=
@@ -131,9 +132,9 @@ e2e: ## end-to-end tests on a local control plane (and, as root, real nodes): th
 	$(call suites_setup,$(E2E_TOOLS))
 	tests/tools/suites.sh e2e
 
-# make test's last phase: make e2e and make charts-test in two streams.
+# make test's last phase: make e2e and make charts-test side by side.
 .PHONY: suites
-suites: ## make e2e and make charts-test as make test runs them: two streams side by side (tests/tools/suites.sh says which work goes beside which)
+suites: ## make e2e and make charts-test as make test runs them: side by side, in a heavy phase and a light one (tests/tools/suites.sh says which work goes beside which)
 	$(call suites_setup,$(sort $(E2E_TOOLS) $(CHARTS_TOOLS)))
 	tests/tools/suites.sh both
 

@@ -8,8 +8,8 @@
 // -parallel at a time (make e2e's E2E_PARALLEL), after the serial tests,
 // which run alone as their timed checks need. Each test starts a control
 // plane of its own, so the parallel ones share only the two cores. make
-// test runs the two kinds as two go test runs (tests/tools/suites.sh, which
-// tells them apart by that first statement): the serial tests beside
-// nothing heavier than tests/charts' real nodes, the parallel ones beside
-// the packages that build.
+// test runs them as separate go test runs (tests/tools/suites.sh, which
+// tells them apart by that first statement): the parallel tests beside the
+// packages that build, then the serial ones in two halves, each beside the
+// other and tests/charts' real nodes, none of which saturates the cores.
 package e2e

@@ -106,8 +106,13 @@ func TestNetnsControlPlane(t *testing.T) {
 	require.NotNil(t, lr, "the answer %q names a replica", leader)
 	assert.Equal(t, lr.Address(), leaderAddr, "the leader publishes its own address")
 	for _, r := range f.Replicas {
-		id, err := get(r.Address())
-		require.NoError(t, err, "every replica serves on the address it binds")
+		// A standby may start listening after the leader answered: the
+		// replicas start at once, but on busy cores not in step.
+		var id string
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			id, err = get(r.Address())
+			return err == nil, nil
+		}), "every replica serves on the address it binds: %s: %v", r.ID, err)
 		// A standby refuses with its identity first (leader.Only).
 		assert.Equal(t, r.ID, strings.Fields(id + " ")[0], id)
 	}
