@@ -10,7 +10,7 @@
 // events to FILE. table reads DIR/phases.tsv (make's phases, if present)
 // and every DIR/*.json, and prints where the time went. tests prints a
 // `go test -run` pattern of the package DIR's tests that call t.Parallel
-// first (-parallel) or the others (-serial), or of a shard of them
+// first (-parallel), the others (-serial) or all, or of a shard of them
 // (-shard I/N).
 package main
 
@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 
 	"github.com/fastover/fastover/internal/testtime"
@@ -39,7 +40,7 @@ func main() {
 		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] tee FILE | table DIR | tests DIR\n\n"+
 			"tee:   copy go test -json from stdin to FILE (appended), print the output as go test -v\n"+
 			"table: print make's phases (DIR/phases.tsv), the packages and the slowest tests of DIR/*.json\n"+
-			"tests: print a go test -run pattern of the package DIR's tests, -serial or -parallel\n\n", os.Args[0])
+			"tests: print a go test -run pattern of the package DIR's tests (-serial, -parallel, or all; -shard)\n\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -54,11 +55,11 @@ func main() {
 	case "table":
 		err = table(flag.Arg(1), *slowest)
 	case "tests":
-		if *serial == *parallel {
-			fmt.Fprintln(os.Stderr, "testtime: tests needs one of -serial and -parallel")
+		if *serial && *parallel {
+			fmt.Fprintln(os.Stderr, "testtime: tests takes -serial or -parallel (neither: every test), not both")
 			os.Exit(2)
 		}
-		err = tests(flag.Arg(1), *parallel, *shard)
+		err = tests(flag.Arg(1), *serial, *parallel, *shard)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -69,14 +70,20 @@ func main() {
 	}
 }
 
-func tests(dir string, parallel bool, shard string) error {
-	serial, par, err := testtime.Tests(dir)
+func tests(dir string, serial, parallel bool, shard string) error {
+	ser, par, err := testtime.Tests(dir)
 	if err != nil {
 		return err
 	}
-	names := serial
-	if parallel {
+	var names []string
+	switch {
+	case serial:
+		names = ser
+	case parallel:
 		names = par
+	default:
+		names = slices.Concat(ser, par)
+		sort.Strings(names)
 	}
 	if shard != "" {
 		var i, n int
