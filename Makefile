@@ -32,7 +32,8 @@ export TIMES TESTTIME E2E_TIMEOUT E2E_PARALLEL GOTEST_FLAGS
 # Where the time of make test goes (internal/testtime): the go test runs of
 # e2e and charts-test keep their events in TIMES, make test records each
 # phase's wall time there and prints the table at its end; make test-times
-# prints it again.
+# prints it again. The run before is kept in TIMES.last: suites.sh balances
+# its halves by its tests' times.
 TIMES := $(BIN)/test-times
 TESTTIME := $(BIN)/testtime
 TEST_PHASES := tools fmt-check vet tidy-check lint cover suites
@@ -142,6 +143,7 @@ suites: ## make e2e and make charts-test as make test runs them: side by side, i
 # and, passed or failed, prints where the time went.
 .PHONY: test
 test: ## everything CI runs: tools, gofmt, vet, go mod tidy, lint (deps-check), unit tests with the coverage floors, e2e (the modules' consumer and compatibility tests included) beside the chart tests (make suites); then the time table
+	@if [[ -e $(TIMES)/e2e.json ]]; then rm -rf $(TIMES).last && mv $(TIMES) $(TIMES).last; fi
 	@rm -rf $(TIMES) && mkdir -p $(TIMES)
 	@rc=0; for phase in $(TEST_PHASES); do \
 		start=$$(date +%s%3N); $(MAKE) --no-print-directory $$phase || rc=$$?; \

@@ -116,14 +116,3 @@ func Pattern(names []string) string {
 	}
 	return "^(" + strings.Join(quoted, "|") + ")$"
 }
-
-// Shard is the i-th of n shards of names (1 <= i <= n): every n-th name
-// from the i-th, so that shards of a sorted list are alike in size and
-// every name is in exactly one.
-func Shard(names []string, i, n int) []string {
-	var out []string
-	for k := i - 1; k >= 0 && k < len(names); k += n {
-		out = append(out, names[k])
-	}
-	return out
-}

@@ -294,12 +294,3 @@ func TestPattern(t *testing.T) {
 	assert.False(t, re.MatchString("TestBB"), "a test whose name extends another's is not matched")
 	assert.False(t, regexp.MustCompile(Pattern(nil)).MatchString("TestB"))
 }
-
-func TestShard(t *testing.T) {
-	names := []string{"A", "B", "C", "D", "E"}
-	assert.Equal(t, []string{"A", "C", "E"}, Shard(names, 1, 2))
-	assert.Equal(t, []string{"B", "D"}, Shard(names, 2, 2))
-	assert.Equal(t, names, Shard(names, 1, 1))
-	assert.Empty(t, Shard(names, 0, 2), "no shard 0")
-	assert.Empty(t, Shard(nil, 1, 2))
-}

@@ -14,6 +14,9 @@
 #     timed checks need cores that are not saturated; testtime -shard),
 #     then half of tests/charts' (real nodes, a third of one core each).
 #     Three such streams saturated the cores: a timed check failed.
+#     The halves are balanced by the tests' times in the last run's events
+#     (TIMES, else TIMES.last, which make test keeps); with none, every
+#     other test by name.
 # The lines of all but one stream are prefixed with their package. Each go
 # test's events go to $TIMES (make test-times); the exit status is 1 if any
 # failed.
@@ -65,12 +68,19 @@ charts)
 	charts . charts.json
 	;;
 both)
-	rm -f "$TIMES"/e2e*.json "$TIMES"/charts*.json
+	last=$TIMES
+	[[ -e $last/e2e.json ]] || last=$TIMES.last
+	if [[ -e $last/e2e.json ]]; then
+		echo "==> the light phase's halves, balanced by the times of the run in $last"
+	else
+		echo "==> the light phase's halves, every other test by name (no earlier run's times)"
+	fi
 	parallel=$("$TESTTIME" -parallel tests tests/e2e)
-	timed1=$("$TESTTIME" -serial -shard 1/2 tests tests/e2e)
-	timed2=$("$TESTTIME" -serial -shard 2/2 tests tests/e2e)
-	charts1=$("$TESTTIME" -shard 1/2 tests tests/charts)
-	charts2=$("$TESTTIME" -shard 2/2 tests tests/charts)
+	timed1=$("$TESTTIME" -serial -shard 1/2 -times "$last" tests tests/e2e)
+	timed2=$("$TESTTIME" -serial -shard 2/2 -times "$last" tests tests/e2e)
+	charts1=$("$TESTTIME" -shard 1/2 -times "$last" tests tests/charts)
+	charts2=$("$TESTTIME" -shard 2/2 -times "$last" tests tests/charts)
+	rm -f "$TIMES"/e2e*.json "$TIMES"/charts*.json
 	side=
 	trap '[[ -z $side ]] || kill $side 2>/dev/null || true' EXIT
 	rc=0

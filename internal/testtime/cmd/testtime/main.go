@@ -11,7 +11,8 @@
 // and every DIR/*.json, and prints where the time went. tests prints a
 // `go test -run` pattern of the package DIR's tests that call t.Parallel
 // first (-parallel), the others (-serial) or all, or of a shard of them
-// (-shard I/N).
+// (-shard I/N; with -times DIR the shards are balanced by the tests' times
+// in DIR's events, a run before, else every N-th name).
 package main
 
 import (
@@ -20,10 +21,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/fastover/fastover/internal/testtime"
 )
@@ -36,6 +39,7 @@ func main() {
 	serial := flag.Bool("serial", false, "tests: the tests that do not call t.Parallel first")
 	parallel := flag.Bool("parallel", false, "tests: the tests that call t.Parallel first")
 	shard := flag.String("shard", "", "tests: I/N, the I-th of N shards of the tests, every N-th in name order from the I-th")
+	times := flag.String("times", "", "tests -shard: balance the shards by the tests' times in this directory's events (a run before; missing: name order)")
 	flag.Usage = func() {
 		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] tee FILE | table DIR | tests DIR\n\n"+
 			"tee:   copy go test -json from stdin to FILE (appended), print the output as go test -v\n"+
@@ -59,7 +63,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "testtime: tests takes -serial or -parallel (neither: every test), not both")
 			os.Exit(2)
 		}
-		err = tests(flag.Arg(1), *serial, *parallel, *shard)
+		err = tests(flag.Arg(1), *serial, *parallel, *shard, *times)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -70,7 +74,7 @@ func main() {
 	}
 }
 
-func tests(dir string, serial, parallel bool, shard string) error {
+func tests(dir string, serial, parallel bool, shard, times string) error {
 	ser, par, err := testtime.Tests(dir)
 	if err != nil {
 		return err
@@ -90,7 +94,11 @@ func tests(dir string, serial, parallel bool, shard string) error {
 		if _, err := fmt.Sscanf(shard, "%d/%d", &i, &n); err != nil || n < 1 || i < 1 || i > n {
 			return fmt.Errorf("-shard %q: want I/N, 1 <= I <= N", shard)
 		}
-		names = testtime.Shard(names, i, n)
+		took, err := tookBefore(times, dir)
+		if err != nil {
+			return err
+		}
+		names = testtime.Balance(names, took, i, n)
 	}
 	_, err = fmt.Println(testtime.Pattern(names))
 	return err
@@ -119,25 +127,47 @@ func table(dir string, slowest int) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	var readers []io.Reader
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = f.Close() }()
-		readers = append(readers, f)
-	}
-	if r.Summary, err = testtime.Summarize(io.MultiReader(readers...)); err != nil {
+	var err error
+	if r.Summary, err = summarize(dir); err != nil {
 		return err
 	}
 	if len(r.Phases) == 0 && len(r.Summary.Packages) == 0 {
 		return fmt.Errorf("%s holds no phases.tsv and no go test -json events", dir)
 	}
 	return testtime.WriteTable(os.Stdout, r)
+}
+
+// summarize summarises the events of every dir/*.json.
+func summarize(dir string) (testtime.Summary, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return testtime.Summary{}, err
+	}
+	sort.Strings(files)
+	var readers []io.Reader
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return testtime.Summary{}, err
+		}
+		defer func() { _ = f.Close() }()
+		readers = append(readers, f)
+	}
+	return testtime.Summarize(io.MultiReader(readers...))
+}
+
+// tookBefore is how long the tests of the package in pkgDir took in the
+// events of timesDir; nothing if timesDir is empty or does not exist.
+func tookBefore(timesDir, pkgDir string) (map[string]time.Duration, error) {
+	if timesDir == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(timesDir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	s, err := summarize(timesDir)
+	if err != nil {
+		return nil, err
+	}
+	return testtime.Took(s, path.Join(module, filepath.ToSlash(filepath.Clean(pkgDir)))), nil
 }
