@@ -110,9 +110,19 @@ func Summarize(r io.Reader) (Summary, error) {
 		}
 		if !e.Time.IsZero() {
 			t.last = e.Time
+			if e.Action == "run" || e.Action == "cont" {
+				// From the test's latest run (if it ran more than once),
+				// or from when a parallel test went on after its pause.
+				t.start = e.Time
+			}
 		}
 		if done {
 			t.Outcome, t.Elapsed = e.Action, seconds(e.Elapsed)
+			// A test whose subtests are parallel reports the time of its
+			// own function only (0 s): its time is from its start to its end.
+			if !t.start.IsZero() && !e.Time.IsZero() {
+				t.Elapsed = max(t.Elapsed, e.Time.Sub(t.start).Round(time.Millisecond))
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {

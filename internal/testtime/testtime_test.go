@@ -265,6 +265,33 @@ func TestSummarizeRuns(t *testing.T) {
 	assert.Equal(t, Incomplete, worse(Pass, Incomplete))
 }
 
+func TestSummarizeParallelSubtests(t *testing.T) {
+	// A test whose subtests call t.Parallel reports 0 s, its own function's
+	// time; it took from its run to its pass (tests/e2e's TestRealNodeLoss).
+	// A test run twice takes its last run's time. A parallel test's time
+	// starts when it goes on after its pause.
+	const events = `{"Time":"2026-12-05T10:00:00Z","Action":"run","Package":"m/e2e","Test":"TestLoss"}
+{"Time":"2026-12-05T10:00:00Z","Action":"run","Package":"m/e2e","Test":"TestLoss/cut"}
+{"Time":"2026-12-05T10:00:00Z","Action":"pause","Package":"m/e2e","Test":"TestLoss/cut"}
+{"Time":"2026-12-05T10:00:00Z","Action":"cont","Package":"m/e2e","Test":"TestLoss/cut"}
+{"Time":"2026-12-05T10:01:11Z","Action":"pass","Package":"m/e2e","Test":"TestLoss/cut","Elapsed":71}
+{"Time":"2026-12-05T10:01:11Z","Action":"pass","Package":"m/e2e","Test":"TestLoss","Elapsed":0}
+{"Time":"2026-12-05T10:05:00Z","Action":"run","Package":"m/e2e","Test":"TestTwice"}
+{"Time":"2026-12-05T10:05:02Z","Action":"pass","Package":"m/e2e","Test":"TestTwice","Elapsed":2}
+{"Time":"2026-12-05T10:09:00Z","Action":"run","Package":"m/e2e","Test":"TestTwice"}
+{"Time":"2026-12-05T10:09:03Z","Action":"pass","Package":"m/e2e","Test":"TestTwice","Elapsed":3}
+{"Time":"2026-12-05T10:10:00Z","Action":"run","Package":"m/e2e","Test":"TestParallel"}
+{"Time":"2026-12-05T10:10:00Z","Action":"pause","Package":"m/e2e","Test":"TestParallel"}
+{"Time":"2026-12-05T10:15:00Z","Action":"cont","Package":"m/e2e","Test":"TestParallel"}
+{"Time":"2026-12-05T10:15:04Z","Action":"pass","Package":"m/e2e","Test":"TestParallel","Elapsed":4}
+`
+	s, err := Summarize(strings.NewReader(events))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]time.Duration{
+		"TestLoss": 71 * time.Second, "TestTwice": 3 * time.Second, "TestParallel": 4 * time.Second,
+	}, Took(s, "m/e2e"))
+}
+
 func TestTeePrefix(t *testing.T) {
 	var out, record bytes.Buffer
 	one := `{"Action":"output","Package":"example.com/m/charts","Output":"=== RUN   TestX\n"}` + "\n"
