@@ -31,16 +31,21 @@ import (
 func TestLeftoversOfAKilledTestAreSwept(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	// The first node's cgroup root names a process that has exited: the
-	// test binary that died.
-	exited := exec.Command("true")
-	require.NoError(t, exited.Run())
-	ownerPID = exited.Process.Pid
+	// The first node's cgroup root names another process, the test binary
+	// that will die: alive until then, so that no sweep takes the node
+	// before (every test binary that starts a real node sweeps, at any
+	// moment: make test runs several side by side).
+	owner := exec.Command("sleep", "600")
+	require.NoError(t, owner.Start())
+	t.Cleanup(func() { _ = owner.Process.Kill(); _ = owner.Wait() })
+	ownerPID = owner.Process.Pid
 	first := Start(t, Options{Netns: netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})})
 	dead, err := first.AddRealNode(ctx, "real-1")
 	ownerPID = os.Getpid()
 	require.NoError(t, err)
 	runPause(ctx, t, first, dead.Name)
+	sweepLeftovers() // another binary's, while the owner lives
+	require.NotEmpty(t, cgroupProcs(dead.cgroupName()), "a sweep took the pod of a node whose binary lives")
 	// The test binary dies: no Stop, no cleanup.
 	first.mu.Lock()
 	first.realNodes = nil
@@ -50,6 +55,8 @@ func TestLeftoversOfAKilledTestAreSwept(t *testing.T) {
 	shims := dead.shims()
 	require.NotEmpty(t, shims, "the shims outlive containerd")
 	require.NotEmpty(t, cgroupProcs(dead.cgroupName()), "the pod's processes outlive the kubelet")
+	require.NoError(t, owner.Process.Kill())
+	_ = owner.Wait()
 	first.Stop()
 
 	second := Start(t, Options{Netns: netns.ForTest(t, netns.Options{Routes: []netip.Prefix{netns.ServiceNet}})})

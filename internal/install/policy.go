@@ -2,13 +2,18 @@ package install
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -40,8 +45,10 @@ type PolicyOptions struct {
 	// their own.
 	NamespaceSelector *metav1.LabelSelector
 	// WaitNamespace, if set, is a namespace the policy serves: Install
-	// returns once the API server applies the policy to its pods (it picks
-	// a new policy up asynchronously), probing with dry-run pods.
+	// returns once the API server applies both policies to its pods (it
+	// picks each new policy up asynchronously, one apart from the other),
+	// probing with dry-run pods: one is injected, one with a bad override
+	// denied.
 	WaitNamespace string
 	// Timeout bounds that wait; zero means 30s.
 	Timeout time.Duration
@@ -119,5 +126,37 @@ func PolicyMode(ctx context.Context, cfg *rest.Config, opts PolicyOptions) (Resu
 	if err := WaitInjecting(ctx, client, opts.WaitNamespace, timeout); err != nil {
 		return res, fmt.Errorf("policy mode: %w", err)
 	}
+	if err := WaitDenying(ctx, client, opts.WaitNamespace, timeout); err != nil {
+		return res, fmt.Errorf("policy mode: %w", err)
+	}
 	return res, nil
+}
+
+// WaitDenying waits, up to timeout, until the API server denies a pod of
+// ns whose fastover.io/toleration-seconds is not a number, as policy
+// mode's ValidatingAdmissionPolicy does (probing with a dry-run pod).
+func WaitDenying(ctx context.Context, client kubernetes.Interface, ns string, timeout time.Duration) error {
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "soon"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, last = client.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsForbidden(last) && strings.Contains(last.Error(), toleration.AnnotationTolerationSeconds), nil
+	})
+	if err != nil {
+		return errors.Join(fmt.Errorf("the API server does not deny a bad %s for pods of %s", toleration.AnnotationTolerationSeconds, ns),
+			lastAnswer(last), err)
+	}
+	return nil
+}
+
+// lastAnswer says what the API server answered a probe last: an error, or
+// the probe admitted.
+func lastAnswer(err error) error {
+	if err == nil {
+		return errors.New("its last answer: the probe admitted")
+	}
+	return fmt.Errorf("its last answer: %w", err)
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -149,6 +151,46 @@ func assertLikeGoRule(ctx context.Context, t *testing.T, env *cluster.Env, rule 
 		assert.Equal(t, want.Annotations[toleration.AnnotationInjected], got.Annotations[toleration.AnnotationInjected], "%s: mark", c.name)
 		assert.Equal(t, want.Annotations, got.Annotations, "%s: annotations", c.name)
 	}
+}
+
+// TestPolicyModeWaitsForTheDenial: install.PolicyMode returns once both
+// of its policies are in force. The API server picks each new policy up
+// apart from the other: TestPolicy once saw bad overrides admitted right
+// after the mutating policy applied (make test, busy cores), when
+// PolicyMode waited for that one only.
+func TestPolicyModeWaitsForTheDenial(t *testing.T) {
+	t.Parallel()
+	env := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, env.CreateNamespace(ctx, policyNS, injectLabel()))
+	objs, err := install.RenderPolicy(true)
+	require.NoError(t, err)
+	var binding *unstructured.Unstructured
+	objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
+		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
+			binding = o
+			return true
+		}
+		return false
+	})
+	require.NotNil(t, binding, "policy mode has a ValidatingAdmissionPolicyBinding")
+	a, err := install.NewApplier(env.Config)
+	require.NoError(t, err)
+	_, err = a.Apply(ctx, objs, install.ApplyOptions{})
+	require.NoError(t, err)
+	require.NoError(t, install.WaitInjecting(ctx, env.Client, policyNS, 30*time.Second), "the mutating policy is in force")
+	assert.ErrorContains(t, install.WaitDenying(ctx, env.Client, policyNS, 2*time.Second), "does not deny",
+		"without its binding the validating policy denies nothing")
+
+	_, err = a.Apply(ctx, []*unstructured.Unstructured{binding}, install.ApplyOptions{})
+	require.NoError(t, err)
+	require.NoError(t, install.WaitDenying(ctx, env.Client, policyNS, 30*time.Second))
+	bad := bare("")
+	bad.GenerateName = "bad-"
+	bad.Annotations[toleration.AnnotationTolerationSeconds] = "soon"
+	_, err = dryRun(ctx, env, policyNS, bad)
+	assert.Error(t, err, "denied once WaitDenying returned")
 }
 
 // TestPolicy installs policy mode (manifests/overlays/policy, through
