@@ -44,10 +44,7 @@ func SetWebhookURL(mwc *unstructured.Unstructured, url string) error {
 // webhook for pods of the namespace (it picks a configuration up
 // asynchronously), probing with dry-run pods.
 func WaitInjecting(ctx context.Context, client kubernetes.Interface, ns string, timeout time.Duration) error {
-	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-	}
+	probe := probePod(nil)
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		pod, err := client.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil && pod.Annotations[toleration.AnnotationInjected] != "", nil
@@ -56,6 +53,15 @@ func WaitInjecting(ctx context.Context, client kubernetes.Interface, ns string, 
 		return fmt.Errorf("the API server does not call fastover-webhook for pods of %s: %w", ns, err)
 	}
 	return nil
+}
+
+// probePod is the pod the waits create with a dry run to see what the
+// API server's admission does to it.
+func probePod(annotations map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: annotations},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
 }
 
 // WaitCABundle waits, up to timeout, until cert-manager's cainjector has

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -136,10 +135,7 @@ func PolicyMode(ctx context.Context, cfg *rest.Config, opts PolicyOptions) (Resu
 // ns whose fastover.io/toleration-seconds is not a number, as policy
 // mode's ValidatingAdmissionPolicy does (probing with a dry-run pod).
 func WaitDenying(ctx context.Context, client kubernetes.Interface, ns string, timeout time.Duration) error {
-	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Annotations: map[string]string{toleration.AnnotationTolerationSeconds: "soon"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-	}
+	probe := probePod(map[string]string{toleration.AnnotationTolerationSeconds: "soon"})
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		_, last = client.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
