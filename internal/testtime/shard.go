@@ -2,7 +2,10 @@ package testtime
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -66,6 +69,34 @@ func Balance(names []string, took map[string]time.Duration, i, n int) []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// BalanceGroups is Balance over several groups of names at once (the
+// tests of several packages, say, took[k] giving group k's times): the
+// i-th of n shards, as one list per group, so that each shard's whole
+// time, all groups counted, is about the same. The mean that stands for
+// an unknown time is over every group's known times.
+func BalanceGroups(groups [][]string, took []map[string]time.Duration, i, n int) [][]string {
+	var keys []string
+	all := map[string]time.Duration{}
+	key := func(k int, name string) string { return fmt.Sprintf("%06d/%s", k, name) }
+	for k, names := range groups {
+		for _, name := range names {
+			keys = append(keys, key(k, name))
+			if k < len(took) {
+				if d, ok := took[k][name]; ok {
+					all[key(k, name)] = d
+				}
+			}
+		}
+	}
+	out := make([][]string, len(groups))
+	for _, kn := range Balance(keys, all, i, n) {
+		idx, name, _ := strings.Cut(kn, "/")
+		k, _ := strconv.Atoi(idx)
+		out[k] = append(out[k], name)
+	}
 	return out
 }
 

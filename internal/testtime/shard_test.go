@@ -77,3 +77,28 @@ func TestTook(t *testing.T) {
 		"a failed test's time counts; one that never ended does not")
 	assert.Empty(t, Took(s, "m/other"))
 }
+
+func TestBalanceGroups(t *testing.T) {
+	s := time.Second
+	// Balanced apart, shard 1 gets E1 (100 s) and C1 (60 s), shard 2 E2
+	// and E3 (100 s) and C2 (40 s): 160 s against 140 s. Balanced together
+	// (100 | 90, 60 | 40 | 10), 150 s each.
+	groups := [][]string{{"E1", "E2", "E3"}, {"C1", "C2"}}
+	took := []map[string]time.Duration{
+		{"E1": 100 * s, "E2": 90 * s, "E3": 10 * s},
+		{"C1": 60 * s, "C2": 40 * s},
+	}
+	one, two := BalanceGroups(groups, took, 1, 2), BalanceGroups(groups, took, 2, 2)
+	assert.Equal(t, [][]string{{"E1", "E3"}, {"C2"}}, one)
+	assert.Equal(t, [][]string{{"E2"}, {"C1"}}, two)
+	assertPartition(t, groups[0], [][]string{one[0], two[0]})
+	assertPartition(t, groups[1], [][]string{one[1], two[1]})
+
+	// The same name in two groups is two tests.
+	same := BalanceGroups([][]string{{"T"}, {"T"}}, []map[string]time.Duration{{"T": s}, {"T": s}}, 1, 2)
+	assert.Equal(t, [][]string{{"T"}, nil}, same)
+
+	// No times: every other name of the groups in turn.
+	none := BalanceGroups(groups, nil, 1, 2)
+	assert.Equal(t, [][]string{{"E1", "E3"}, {"C2"}}, none)
+}

@@ -64,6 +64,9 @@ func TestCrashTakeoverOnRealNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(runs)*4*time.Minute)
 	defer cancel()
 	env, realNodes, h := crashableExample(ctx, t, restricted(nil))
+	// client-go's replicas start now, so that they are up when their turn
+	// comes; they take no part in the example's crashes.
+	baseline := createBaseline(ctx, t, env)
 	const clientNS = "crash-client"
 	require.NoError(t, env.CreateNamespace(ctx, clientNS, nil))
 	client := startAppClient(ctx, t, env, exampleApp, clientNS, "client", crashNodes[0])
@@ -84,7 +87,8 @@ func TestCrashTakeoverOnRealNodes(t *testing.T) {
 			h.upgrade(ctx, t, charts.Example, 3*time.Minute, "crashSignals=true", "crashTakeover=false")
 			a.waitReplicas(ctx, t, env, 3, "")
 		case modeClientGo:
-			a = installBaseline(ctx, t, env)
+			a = baseline
+			a.waitReplicas(ctx, t, env, 3, "")
 			client = startAppClient(ctx, t, env, a, clientNS, "baseline-client", crashNodes[0])
 			ends = watchEnds(ctx, t, env, a)
 		}
@@ -174,8 +178,18 @@ const baselineImage = "ghcr.io/fastover/leaderbaseline:test"
 // example's program written with client-go's leaderelection) in namespace
 // "baseline", as the example's chart runs its own: a selector-less
 // Service, a Role for its Lease and EndpointSlices, 15s/10s/2s, a 64Mi
-// memory limit, --crash-signals; and returns it as an app.
+// memory limit, --crash-signals; and returns it as an app once its three
+// replicas run.
 func installBaseline(ctx context.Context, t *testing.T, env *cluster.Env) app {
+	t.Helper()
+	a := createBaseline(ctx, t, env)
+	a.waitReplicas(ctx, t, env, 3, "")
+	return a
+}
+
+// createBaseline is installBaseline without the wait: it pushes the image
+// and creates the objects.
+func createBaseline(ctx context.Context, t *testing.T, env *cluster.Env) app {
 	t.Helper()
 	require.NoError(t, env.PushBinaryImage(ctx, baselineImage, imagebuild.Binary{Name: "leaderbaseline", Package: "./tests/bench/leaderbaseline"}))
 	const ns, name = "baseline", "leaderbaseline"
@@ -227,9 +241,7 @@ func installBaseline(ctx context.Context, t *testing.T, env *cluster.Env) app {
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	a := app{ns: ns, lease: name, service: name, selector: "app.kubernetes.io/name=" + name}
-	a.waitReplicas(ctx, t, env, 3, "")
-	return a
+	return app{ns: ns, lease: name, service: name, selector: "app.kubernetes.io/name=" + name}
 }
 
 // crashLeader crashes the leader as kind says, waits for another replica

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,8 +37,12 @@ var apiCostDurations = fleet.Durations{Lease: 15 * time.Second, Renew: 10 * time
 //   - the goal: a fastover standby makes at most one request a minute
 //     besides its watches.
 //
-// make bench (tests/bench/apicost) gives the figures for 3 and 30 replicas.
+// It counts and times nothing two busy cores could skew (its bounds are
+// on counts, the window a sleep, the durations the chart's 15s/10s/2s), so
+// it runs among the parallel tests. make bench (tests/bench/apicost) gives
+// the figures for 3 and 30 replicas.
 func TestLeaderAPICost(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("counts requests over a 45s window")
 	}
@@ -127,10 +132,15 @@ func TestLeaderAPICost(t *testing.T) {
 	})
 }
 
+// leaderBaselineMu keeps two tests from building it at once.
+var leaderBaselineMu sync.Mutex
+
 // leaderBaselineBinary builds the client-go baseline of the benchmarks
 // (tests/bench/leaderbaseline) once per test run.
 func leaderBaselineBinary(t *testing.T) string {
 	t.Helper()
+	leaderBaselineMu.Lock()
+	defer leaderBaselineMu.Unlock()
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("fastover-e2e-leaderbaseline-%d", os.Getpid()))
 	path := filepath.Join(dir, "leaderbaseline")
 	if _, err := os.Stat(path); err == nil {

@@ -10,15 +10,18 @@
 #   - heavy: the builders (the packages other than tests/e2e, which build
 #     images and modules) beside tests/e2e's parallel tests (those that
 #     call t.Parallel first and time nothing, tests/e2e/doc.go);
-#   - light: two streams, each half of tests/e2e's serial tests (whose
+#   - light: two streams, each a part of tests/e2e's serial tests (whose
 #     timed checks need cores that are not saturated; testtime -shard)
-#     and half of tests/charts' (real nodes, a third of one core each),
-#     in opposite orders: the two charts' halves side by side kept the
+#     and a part of tests/charts' (real nodes, a third of one core each),
+#     in opposite orders: the two charts' parts side by side kept the
 #     cores 85% busy and took a minute longer than beside timed tests.
 #     Three such streams saturated the cores: a timed check failed.
-#     The halves are balanced by the tests' times in the last run's events
-#     (TIMES, else TIMES.last, which make test keeps); with none, every
-#     other test by name.
+#     The two streams are balanced as wholes (both packages' tests in one
+#     balance) by the tests' times in the last run's events (TIMES, else
+#     TIMES.last, which make test keeps); with none, every other test by
+#     name.
+# fastover's commands are built once, before both, for every go test
+# process (FASTOVER_TEST_COMMANDS, tests/harness/commands).
 # The lines of all but one stream are prefixed with their package. Each go
 # test's events go to $TIMES (make test-times); the exit status is 1 if any
 # failed.
@@ -35,6 +38,19 @@ read -r -a flags <<<"${GOTEST_FLAGS:-}"
 e2e=github.com/fastover/fastover/tests/e2e
 
 gotest() { go test "${flags[@]}" -count=1 -timeout "$E2E_TIMEOUT" -json "$@"; }
+
+# fastover's commands, built once for every go test process of the run
+# (tests/harness/commands: FASTOVER_TEST_COMMANDS) rather than once in each.
+commands=$(mktemp -d "${TMPDIR:-/tmp}/fastover-test-commands-XXXXXX")
+side=
+cleanup() {
+	[[ -z $side ]] || kill $side 2>/dev/null || true
+	rm -rf "$commands"
+}
+trap cleanup EXIT
+echo "==> fastover's commands for the tests: go build -o $commands/ ./cmd/... ./examples/..."
+GOWORK= go build -o "$commands/" ./cmd/... ./examples/...
+export FASTOVER_TEST_COMMANDS=$commands
 
 # builders: every package of E2E_PKGS but tests/e2e, two at a time.
 builders() {
@@ -78,13 +94,21 @@ both)
 		echo "==> the light phase's halves, every other test by name (no earlier run's times)"
 	fi
 	parallel=$("$TESTTIME" -parallel tests tests/e2e)
-	timed1=$("$TESTTIME" -serial -shard 1/2 -times "$last" tests tests/e2e)
-	timed2=$("$TESTTIME" -serial -shard 2/2 -times "$last" tests tests/e2e)
-	charts1=$("$TESTTIME" -shard 1/2 -times "$last" tests tests/charts)
-	charts2=$("$TESTTIME" -shard 2/2 -times "$last" tests tests/charts)
+	# Each stream's half of the timed tests and of the charts' tests,
+	# balanced together: the two streams take about the same time.
+	{
+		read -r timed1
+		read -r charts1
+	} < <("$TESTTIME" -shard 1/2 -times "$last" tests tests/e2e:serial tests/charts)
+	{
+		read -r timed2
+		read -r charts2
+	} < <("$TESTTIME" -shard 2/2 -times "$last" tests tests/e2e:serial tests/charts)
+	[[ -n $timed1 && -n $charts1 && -n $timed2 && -n $charts2 ]] || {
+		echo "suites.sh: testtime gave no halves" >&2
+		exit 1
+	}
 	rm -f "$TIMES"/e2e*.json "$TIMES"/charts*.json
-	side=
-	trap '[[ -z $side ]] || kill $side 2>/dev/null || true' EXIT
 	rc=0
 	# The heavy phase: what builds, beside what times nothing.
 	e2etests "$parallel" e2e-parallel.json -prefix &

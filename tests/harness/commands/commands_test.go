@@ -2,6 +2,7 @@ package commands
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,4 +29,17 @@ func TestBuildErrorSaysWhat(t *testing.T) {
 	s.once.Do(s.build)
 	require.Error(t, s.err)
 	assert.Contains(t, s.err.Error(), "no/such/package")
+}
+
+func TestSharedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	cmd := filepath.Join(dir, "fastover-example")
+	require.NoError(t, os.WriteFile(cmd, []byte("#!/bin/sh\n"), 0o755))
+	t.Setenv(DirEnv, dir)
+	// A package that does not build: with the directory set, nothing is built.
+	s := &Set{Packages: []string{"./no/such/package"}}
+	assert.Equal(t, cmd, s.Path(t, "fastover-example"))
+	s.Remove()
+	_, err := os.Stat(cmd)
+	assert.NoError(t, err, "Remove deleted the shared directory's command")
 }

@@ -8,11 +8,15 @@
 // tee prints the tests' output as `go test -v` does (-prefix: every line
 // with its package, for a stream printed beside another) and appends the
 // events to FILE. table reads DIR/phases.tsv (make's phases, if present)
-// and every DIR/*.json, and prints where the time went. tests prints a
-// `go test -run` pattern of the package DIR's tests that call t.Parallel
-// first (-parallel), the others (-serial) or all, or of a shard of them
-// (-shard I/N; with -times DIR the shards are balanced by the tests' times
-// in DIR's events, a run before, else every N-th name).
+// and every DIR/*.json, and prints where the time went. tests prints, for
+// each package DIR, a `go test -run` pattern of its tests that call
+// t.Parallel first (-parallel, or DIR:parallel), the others (-serial, or
+// DIR:serial) or all, or of a shard of them (-shard I/N; with -times DIR
+// the shards are balanced by the tests' times in DIR's events, a run
+// before, else every N-th name). With several packages, one pattern a
+// line, the shard is balanced over all their tests together:
+//
+//	testtime -shard 1/2 -times bin/test-times.last tests tests/e2e:serial tests/charts
 package main
 
 import (
@@ -26,6 +30,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/fastover/fastover/internal/testtime"
@@ -41,14 +46,14 @@ func main() {
 	shard := flag.String("shard", "", "tests: I/N, the I-th of N shards of the tests, every N-th in name order from the I-th")
 	times := flag.String("times", "", "tests -shard: balance the shards by the tests' times in this directory's events (a run before; missing: name order)")
 	flag.Usage = func() {
-		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] tee FILE | table DIR | tests DIR\n\n"+
+		_, _ = fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [flags] tee FILE | table DIR | tests DIR[:serial|:parallel]...\n\n"+
 			"tee:   copy go test -json from stdin to FILE (appended), print the output as go test -v\n"+
 			"table: print make's phases (DIR/phases.tsv), the packages and the slowest tests of DIR/*.json\n"+
-			"tests: print a go test -run pattern of the package DIR's tests (-serial, -parallel, or all; -shard)\n\n", os.Args[0])
+			"tests: print a go test -run pattern of each package DIR's tests, a line each (-serial, -parallel, or all; -shard, balanced over all the packages)\n\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 2 {
+	if flag.NArg() < 2 || (flag.Arg(0) != "tests" && flag.NArg() != 2) {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -63,7 +68,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "testtime: tests takes -serial or -parallel (neither: every test), not both")
 			os.Exit(2)
 		}
-		err = tests(flag.Arg(1), *serial, *parallel, *shard, *times)
+		err = tests(flag.Args()[1:], *serial, *parallel, *shard, *times)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -74,34 +79,68 @@ func main() {
 	}
 }
 
-func tests(dir string, serial, parallel bool, shard, times string) error {
-	ser, par, err := testtime.Tests(dir)
-	if err != nil {
-		return err
-	}
-	var names []string
-	switch {
-	case serial:
-		names = ser
-	case parallel:
-		names = par
-	default:
-		names = slices.Concat(ser, par)
-		sort.Strings(names)
+// pkgTests is the selection of one package's tests that tests prints: DIR
+// (with -serial or -parallel), DIR:serial or DIR:parallel.
+type pkgTests struct {
+	dir   string
+	names []string
+}
+
+func tests(args []string, serial, parallel bool, shard, times string) error {
+	var pkgs []pkgTests
+	for _, arg := range args {
+		dir, sel, _ := strings.Cut(arg, ":")
+		ser, par := serial, parallel
+		switch sel {
+		case "":
+		case "serial":
+			ser, par = true, false
+		case "parallel":
+			ser, par = false, true
+		default:
+			return fmt.Errorf("%s: want DIR, DIR:serial or DIR:parallel", arg)
+		}
+		s, p, err := testtime.Tests(dir)
+		if err != nil {
+			return err
+		}
+		var names []string
+		switch {
+		case ser:
+			names = s
+		case par:
+			names = p
+		default:
+			names = slices.Concat(s, p)
+			sort.Strings(names)
+		}
+		pkgs = append(pkgs, pkgTests{dir: dir, names: names})
 	}
 	if shard != "" {
 		var i, n int
 		if _, err := fmt.Sscanf(shard, "%d/%d", &i, &n); err != nil || n < 1 || i < 1 || i > n {
 			return fmt.Errorf("-shard %q: want I/N, 1 <= I <= N", shard)
 		}
-		took, err := tookBefore(times, dir)
-		if err != nil {
+		groups := make([][]string, len(pkgs))
+		took := make([]map[string]time.Duration, len(pkgs))
+		for k, p := range pkgs {
+			groups[k] = p.names
+			var err error
+			if took[k], err = tookBefore(times, p.dir); err != nil {
+				return err
+			}
+		}
+		for k, names := range testtime.BalanceGroups(groups, took, i, n) {
+			pkgs[k].names = names
+		}
+	}
+	for _, p := range pkgs {
+		sort.Strings(p.names)
+		if _, err := fmt.Println(testtime.Pattern(p.names)); err != nil {
 			return err
 		}
-		names = testtime.Balance(names, took, i, n)
 	}
-	_, err = fmt.Println(testtime.Pattern(names))
-	return err
+	return nil
 }
 
 func tee(file string, prefix bool) error {
