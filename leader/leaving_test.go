@@ -60,10 +60,21 @@ func TestTerminatingReplicaDoesNotCompete(t *testing.T) {
 func TestStandbyWhosePodIsDeletedStepsAside(t *testing.T) {
 	r := startInPod(t, testLease("5", "other", 15, 2, time.Now()), myPod(false))
 	r.awaitWaiting()
-	_, err := r.client.CoreV1().Pods("ns").Update(context.Background(), myPod(true), metav1.UpdateOptions{})
-	require.NoError(t, err)
-	evs := r.awaitEvents("Leaving")
-	_, err = r.client.CoordinationV1().Leases("ns").Update(context.Background(), testLease("6", "", 1, 2, time.Now()), metav1.UpdateOptions{})
+	// The fake client's watch gets only the changes made after it began
+	// (a real API server's resumes from its list): the deletion is made
+	// once the Pod is watched, and again until it is seen, for the moment
+	// between the watch's start and its registration. On a busy machine
+	// the update once came first, and no Leaving Event followed.
+	r.awaitWatch("pods")
+	var evs []string
+	require.Eventually(t, func() bool {
+		_, err := r.client.CoreV1().Pods("ns").Update(context.Background(), myPod(true), metav1.UpdateOptions{})
+		require.NoError(t, err)
+		time.Sleep(50 * time.Millisecond)
+		evs = append(evs, r.eventsOf("Leaving")...)
+		return len(evs) > 0
+	}, waitFor, time.Millisecond, "no Leaving Event")
+	_, err := r.client.CoordinationV1().Leases("ns").Update(context.Background(), testLease("6", "", 1, 2, time.Now()), metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return r.el.Leader() == "" }, waitFor, time.Millisecond)
 	r.awaitWaiting()

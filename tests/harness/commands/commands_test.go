@@ -10,6 +10,7 @@ import (
 )
 
 func TestPathBuildsOnce(t *testing.T) {
+	t.Setenv(DirEnv, "") // make test sets it for the suites
 	s := &Set{Packages: []string{"./internal/cluster/pause"}}
 	defer s.Remove()
 	p := s.Path(t, "pause")
@@ -24,6 +25,7 @@ func TestPathBuildsOnce(t *testing.T) {
 }
 
 func TestBuildErrorSaysWhat(t *testing.T) {
+	t.Setenv(DirEnv, "")
 	s := &Set{Packages: []string{"./no/such/package"}}
 	defer s.Remove()
 	s.once.Do(s.build)
