@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,8 +123,10 @@ type Env struct {
 
 	mu    sync.Mutex
 	nodes map[string]*Process
-	order []string   // node names, in the order they were added
-	extra []*Process // started by the tests with StartProcess
+	order []string // node names, in the order they were added
+	// groups are AddNodeGroup's, by name: one kwok process each.
+	groups map[string]*nodeGroup
+	extra  []*Process // started by the tests with StartProcess
 	// realNodes, in the order they were added; registry serves their
 	// images; holdsHost: this Env counts among the users of the
 	// machine's state (machineHost).
@@ -554,6 +557,11 @@ func (e *Env) Stop() {
 		for _, p := range e.nodes {
 			procs = append(procs, p)
 		}
+		for _, g := range e.groups {
+			if g.proc != nil {
+				procs = append(procs, g.proc)
+			}
+		}
 		e.mu.Unlock()
 		for _, p := range procs {
 			p.Stop(syscall.SIGKILL, 0)
@@ -583,6 +591,16 @@ func (e *Env) DumpLogs(w io.Writer, lines int) {
 	defer e.mu.Unlock()
 	for _, name := range e.order {
 		e.nodes[name].writeTail(w, lines)
+	}
+	groups := make([]string, 0, len(e.groups))
+	for name, g := range e.groups {
+		if g.proc != nil {
+			groups = append(groups, name)
+		}
+	}
+	sort.Strings(groups)
+	for _, name := range groups {
+		e.groups[name].proc.writeTail(w, lines)
 	}
 	for _, p := range e.extra {
 		p.writeTail(w, lines)

@@ -263,6 +263,15 @@ func (h *handoverRig) handover(ctx context.Context, t *testing.T, old string, fl
 		}
 	}
 	row.gap = firstNew.Sub(signalled)
+	if t.Failed() && h.pubs != nil {
+		// What the Service's endpoints were meanwhile, to tell a
+		// publication from a path that held an old one.
+		for _, p := range h.pubs.Snapshot() {
+			if p.At.After(signalled.Add(-time.Second)) {
+				t.Logf("%s: the leader's EndpointSlice %v after the fault: %v", flt, p.At.Sub(signalled).Round(time.Millisecond), p.Addrs)
+			}
+		}
+	}
 	if h.kp != nil {
 		row.syncStart, row.syncDone = h.programmedBy(t, signalled, acquired)
 	}
