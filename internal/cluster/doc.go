@@ -16,6 +16,13 @@
 //	env.AddNodes(t, "node-a", "node-b")
 //	env.StopNode(t, "node-a") // the node vanishes
 //
+// Many nodes (a zone of a hundred) are a node group instead: one kwok
+// process plays all of them, selecting them by NodeGroupLabel, and killing
+// it loses the group at once:
+//
+//	env.AddNodeGroup(ctx, "zone-a", map[string]string{corev1.LabelTopologyZone: "a"}, names...)
+//	env.StopNodeGroup("zone-a")
+//
 // A package that shares one control plane among its tests calls New in its
 // TestMain and Stop when the tests are done.
 //
