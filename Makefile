@@ -279,6 +279,18 @@ bench-crash: ## crash takeover vs lease-only vs client-go on real nodes: SIGKILL
 	@tests/tools/podman.sh
 	cd tests/charts && FASTOVER_CRASH_RUNS=$(CRASH_RUNS) GOWORK=off go test -count=1 -timeout 40m -v -run '^TestCrashTakeoverOnRealNodes$$' . | grep -v -E '^\s*[IWE][0-9]{4} '
 
+# Many nodes lost at once (issue 44), at compressed rates: issue 44's
+# shapes (three zones of 100 kwok nodes, 3 pods each; k = 1, 10, 50 lost in
+# one zone, a partial disruption, a whole zone, every zone, a small zone),
+# each taint and eviction against the node loss model
+# (TestNodeLossAtScale). SCALE_SHAPES=k=1,k=10 runs some of them.
+SCALE_SHAPES ?=
+
+.PHONY: bench-scale
+bench-scale: ## many nodes lost at once, measured against the node loss model at compressed rates: 300 kwok nodes and 900 pods a shape (~3 min a shape)
+	@tests/tools/build.sh etcd kwok kube
+	FASTOVER_SCALE=1 FASTOVER_SCALE_SHAPES=$(SCALE_SHAPES) go test -count=1 -timeout 40m -v -run '^TestNodeLossAtScale$$' ./tests/e2e/ | grep -v -E '^\s*[IWE][0-9]{4} '
+
 # make demo: GRACE=50s for Kubernetes' default node-monitor grace period
 # (the demo's default is 20s); DEMO_FLAGS=--quick for the CI test's durations.
 GRACE ?=

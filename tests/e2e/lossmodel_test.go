@@ -67,6 +67,10 @@ func TestNodeLossModel(t *testing.T) {
 	require.NoError(t, err)
 	waitRunningN(ctx, t, c, ns, "app", 40, 2*time.Minute)
 
+	zoneOf := map[string]string{}
+	for _, name := range names {
+		zoneOf[name] = "local/m"
+	}
 	seen := watchLoss(ctx, t, env, ns)
 	flags := nodeloss.DefaultFlags()
 	flags.NodeMonitorGracePeriod, flags.NodeMonitorPeriod = lossGrace, time.Second
@@ -81,28 +85,7 @@ func TestNodeLossModel(t *testing.T) {
 		lost = append(lost, round...)
 		// The scenario as the cluster is now: the pods where they are,
 		// the earlier round's node tainted when it was.
-		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		require.NoError(t, err)
-		s := nodeloss.Scenario{Flags: flags}
-		for _, name := range names {
-			n := nodeloss.Node{Name: name, Zone: "local/m"}
-			for _, p := range pods.Items {
-				if p.Spec.NodeName == name && p.DeletionTimestamp == nil {
-					n.Pods = append(n.Pods, nodeloss.Pod{Namespace: ns, Name: p.Name, Ready: cluster.PodReady(&p)})
-				}
-			}
-			if slices.Contains(lost, name) {
-				lease, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
-				require.NoError(t, err)
-				n.Lost, n.LostAt = true, lease.Spec.RenewTime.Sub(t0)
-				if at, ok := seen.taintedAt(name); ok {
-					n.Tainted, n.TaintedAt = true, at.Sub(t0)
-				}
-			}
-			s.Nodes = append(s.Nodes, n)
-		}
-		r, err := nodeloss.Simulate(s)
-		require.NoError(t, err)
+		r := lossPrediction(ctx, t, env, ns, flags, zoneOf, lost, seen, t0)
 
 		// Wait for what the model predicts, and a little more.
 		last, never := r.LastTaint()
