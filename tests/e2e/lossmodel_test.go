@@ -28,6 +28,25 @@ const (
 	lossRate  = 1.0
 )
 
+// lossEnv starts a control plane whose kube-controller-manager runs at the
+// compressed flags (lossGrace, lossRate, secondary rate 0.1/s; the
+// harness's --node-monitor-period of 1 s).
+func lossEnv(t *testing.T) *cluster.Env {
+	t.Helper()
+	return cluster.Start(t, cluster.Options{
+		NodeMonitorGracePeriod: lossGrace,
+		ControllerManagerFlags: []string{fmt.Sprintf("--node-eviction-rate=%v", lossRate), "--secondary-node-eviction-rate=0.1"},
+	})
+}
+
+// lossFlags are lossEnv's flags, as the model takes them.
+func lossFlags() nodeloss.Flags {
+	flags := nodeloss.DefaultFlags()
+	flags.NodeMonitorGracePeriod, flags.NodeMonitorPeriod = lossGrace, time.Second
+	flags.NodeEvictionRate, flags.SecondaryNodeEvictionRate = lossRate, 0.1
+	return flags
+}
+
 // lossBound is how far a measured taint or eviction may be from the
 // model's prediction: a second, plus one pass (the harness's
 // --node-monitor-period), whose phase the model cannot know.
@@ -45,10 +64,7 @@ const lossBound = time.Second + time.Second
 // does not know), and each eviction within lossBound of its node's taint
 // plus the model's delay.
 func TestNodeLossModel(t *testing.T) {
-	env := cluster.Start(t, cluster.Options{
-		NodeMonitorGracePeriod: lossGrace,
-		ControllerManagerFlags: []string{fmt.Sprintf("--node-eviction-rate=%v", lossRate), "--secondary-node-eviction-rate=0.1"},
-	})
+	env := lossEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := env.Client
@@ -72,9 +88,7 @@ func TestNodeLossModel(t *testing.T) {
 		zoneOf[name] = "local/m"
 	}
 	seen := watchLoss(ctx, t, env, ns)
-	flags := nodeloss.DefaultFlags()
-	flags.NodeMonitorGracePeriod, flags.NodeMonitorPeriod = lossGrace, time.Second
-	flags.NodeEvictionRate, flags.SecondaryNodeEvictionRate = lossRate, 0.1
+	flags := lossFlags()
 
 	var lost []string
 	for _, round := range [][]string{names[:1], names[1:6]} {

@@ -93,10 +93,7 @@ func TestNodeLossAtScale(t *testing.T) {
 // measureScaleShape runs one shape and returns its row of the table.
 func measureScaleShape(t *testing.T, sh scaleShape) string {
 	began := time.Now()
-	env := cluster.Start(t, cluster.Options{
-		NodeMonitorGracePeriod: lossGrace,
-		ControllerManagerFlags: []string{fmt.Sprintf("--node-eviction-rate=%v", lossRate), "--secondary-node-eviction-rate=0.1"},
-	})
+	env := lossEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	c := env.Client
@@ -136,9 +133,7 @@ func measureScaleShape(t *testing.T, sh scaleShape) string {
 	t.Logf("%s: %d nodes, %d pods Running %v after the control plane started", sh.name, len(zoneOf), pods, time.Since(began).Round(time.Second))
 
 	seen := watchLoss(ctx, t, env, ns)
-	flags := nodeloss.DefaultFlags()
-	flags.NodeMonitorGracePeriod, flags.NodeMonitorPeriod = lossGrace, time.Second
-	flags.NodeEvictionRate, flags.SecondaryNodeEvictionRate = lossRate, 0.1
+	flags := lossFlags()
 	t0 := time.Now()
 	for _, g := range lostGroups {
 		require.NoError(t, env.StopNodeGroup(g))
