@@ -162,13 +162,13 @@ func (r *testRun) returned() bool {
 	}
 }
 
-// countActions counts the client's requests of verb on resource.
 // awaitWatch waits until the Elector has opened a watch of resource.
 func (r *testRun) awaitWatch(resource string) {
 	r.t.Helper()
 	require.Eventually(r.t, func() bool { return countActions(r.client, "watch", resource) > 0 }, waitFor, time.Millisecond, "no watch of %s", resource)
 }
 
+// countActions counts the client's requests of verb on resource.
 func countActions(client *fake.Clientset, verb, resource string) int {
 	n := 0
 	for _, a := range client.Actions() {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -558,9 +559,7 @@ func (e *Env) Stop() {
 			procs = append(procs, p)
 		}
 		for _, g := range e.groups {
-			if g.proc != nil {
-				procs = append(procs, g.proc)
-			}
+			procs = append(procs, g.proc)
 		}
 		e.mu.Unlock()
 		for _, p := range procs {
@@ -592,13 +591,7 @@ func (e *Env) DumpLogs(w io.Writer, lines int) {
 	for _, name := range e.order {
 		e.nodes[name].writeTail(w, lines)
 	}
-	groups := make([]string, 0, len(e.groups))
-	for name, g := range e.groups {
-		if g.proc != nil {
-			groups = append(groups, name)
-		}
-	}
-	sort.Strings(groups)
+	groups := slices.Sorted(maps.Keys(e.groups))
 	for _, name := range groups {
 		e.groups[name].proc.writeTail(w, lines)
 	}

@@ -36,41 +36,17 @@ func (e *Env) AddNode(name string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.Timeout)
 	defer cancel()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: name,
-		Labels: map[string]string{
-			corev1.LabelHostname: name,
-			corev1.LabelOSStable: "linux",
-			"type":               "kwok",
-		},
-		Annotations: map[string]string{
-			// kwok manages the node; the TTL annotation is what a kubelet
-			// would set.
-			"kwok.x-k8s.io/node":           "fake",
-			"node.alpha.kubernetes.io/ttl": "0",
-		},
-	}}
+	node := kwokNode(name, nil)
 	if _, err := e.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create node %s: %w", name, err)
 	}
 
-	args := []string{
-		"--kubeconfig=" + e.Kubeconfig,
-		"--manage-all-nodes=false",
-		"--manage-single-node=" + name,
-		fmt.Sprintf("--node-lease-duration-seconds=%d", nodeLeaseSeconds),
-		fmt.Sprintf("--cidr=10.244.%d.0/24", index),
-		fmt.Sprintf("--node-ip=10.243.0.%d", index),
+	stages, err := e.kwokStages()
+	if err != nil {
+		return err
 	}
-	stages, err := filepath.Glob(filepath.Join(e.bin, stagesDir, "*.yaml"))
-	if err != nil || len(stages) == 0 {
-		return fmt.Errorf("no kwok stage files in %s: run `make tools`", filepath.Join(e.bin, stagesDir))
-	}
-	sort.Strings(stages)
-	for _, s := range stages {
-		args = append(args, "--config="+s)
-	}
-	p := e.newProcess("kwok-"+name, filepath.Join(e.bin, binKwok), args...)
+	p := e.kwokProcess("kwok-"+name, "--manage-single-node="+name,
+		fmt.Sprintf("10.244.%d.0/24", index), fmt.Sprintf("10.243.0.%d", index), stages)
 	e.mu.Lock()
 	e.nodes[name] = p
 	e.order = append(e.order, name)
@@ -81,6 +57,58 @@ func (e *Env) AddNode(name string) error {
 	return e.waitFor(p, func(ctx context.Context) (bool, error) {
 		return e.nodeReadyStatus(ctx, name) == corev1.ConditionTrue, nil
 	})
+}
+
+// kwokNode is the Node object of a node that kwok plays: the labels a
+// kubelet would set, with extra ones, and kwok's annotation.
+func kwokNode(name string, extra map[string]string) *corev1.Node {
+	labels := map[string]string{
+		corev1.LabelHostname: name,
+		corev1.LabelOSStable: "linux",
+		"type":               "kwok",
+	}
+	for k, v := range extra {
+		labels[k] = v
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:   name,
+		Labels: labels,
+		Annotations: map[string]string{
+			// kwok manages the node; the TTL annotation is what a kubelet
+			// would set.
+			"kwok.x-k8s.io/node":           "fake",
+			"node.alpha.kubernetes.io/ttl": "0",
+		},
+	}}
+}
+
+// kwokStages are the stage files every kwok process runs with, from
+// `make tools`.
+func (e *Env) kwokStages() ([]string, error) {
+	stages, err := filepath.Glob(filepath.Join(e.bin, stagesDir, "*.yaml"))
+	if err != nil || len(stages) == 0 {
+		return nil, fmt.Errorf("no kwok stage files in %s: run `make tools`", filepath.Join(e.bin, stagesDir))
+	}
+	sort.Strings(stages)
+	return stages, nil
+}
+
+// kwokProcess is a kwok process (not started) that plays the kubelet of
+// the nodes its manage flag selects, giving their pods addresses from
+// cidr and them nodeIP.
+func (e *Env) kwokProcess(name, manage, cidr, nodeIP string, stages []string) *Process {
+	args := []string{
+		"--kubeconfig=" + e.Kubeconfig,
+		"--manage-all-nodes=false",
+		manage,
+		fmt.Sprintf("--node-lease-duration-seconds=%d", nodeLeaseSeconds),
+		"--cidr=" + cidr,
+		"--node-ip=" + nodeIP,
+	}
+	for _, s := range stages {
+		args = append(args, "--config="+s)
+	}
+	return e.newProcess(name, filepath.Join(e.bin, binKwok), args...)
 }
 
 // AddNodes adds the nodes, failing the test if one cannot be added.

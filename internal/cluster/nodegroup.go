@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"sort"
 	"syscall"
 	"time"
 
@@ -41,66 +39,39 @@ func (e *Env) AddNodeGroup(ctx context.Context, group string, nodeLabels map[str
 	if errs := validation.IsValidLabelValue(group); len(errs) > 0 {
 		return fmt.Errorf("node group %q: not a label value: %v", group, errs)
 	}
+	stages, err := e.kwokStages()
+	if err != nil {
+		return err
+	}
 	e.mu.Lock()
 	if e.groups == nil {
 		e.groups = map[string]*nodeGroup{}
 	}
-	_, dup := e.groups[group]
-	index := len(e.groups) + 1
-	if !dup {
-		e.groups[group] = &nodeGroup{} // reserved; filled below
-	}
-	e.mu.Unlock()
-	if dup {
+	if _, dup := e.groups[group]; dup {
+		e.mu.Unlock()
 		return fmt.Errorf("node group %s already added", group)
 	}
+	index := len(e.groups) + 1
 	if index > maxNodeGroups {
+		e.mu.Unlock()
 		return fmt.Errorf("at most %d node groups, not %d", maxNodeGroups, index)
 	}
-	stages, err := filepath.Glob(filepath.Join(e.bin, stagesDir, "*.yaml"))
-	if err != nil || len(stages) == 0 {
-		return fmt.Errorf("no kwok stage files in %s: run `make tools`", filepath.Join(e.bin, stagesDir))
-	}
-	sort.Strings(stages)
+	// Added before its nodes are: a group whose nodes could not all be
+	// created stays added, its process never started.
+	p := e.kwokProcess("kwok-group-"+group, "--manage-nodes-with-label-selector="+NodeGroupLabel+"="+group,
+		fmt.Sprintf("10.%d.0.0/16", 100+index), fmt.Sprintf("10.242.%d.1", index), stages)
+	e.groups[group] = &nodeGroup{proc: p, nodes: append([]string(nil), names...)}
+	e.mu.Unlock()
 
 	for _, name := range names {
-		l := map[string]string{
-			corev1.LabelHostname: name,
-			corev1.LabelOSStable: "linux",
-			"type":               "kwok",
-			NodeGroupLabel:       group,
-		}
+		l := map[string]string{NodeGroupLabel: group}
 		for k, v := range nodeLabels {
 			l[k] = v
 		}
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-			Name:   name,
-			Labels: l,
-			Annotations: map[string]string{
-				"kwok.x-k8s.io/node":           "fake",
-				"node.alpha.kubernetes.io/ttl": "0",
-			},
-		}}
-		if _, err := e.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		if _, err := e.Client.CoreV1().Nodes().Create(ctx, kwokNode(name, l), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("node group %s: create node %s: %w", group, name, err)
 		}
 	}
-
-	args := []string{
-		"--kubeconfig=" + e.Kubeconfig,
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-label-selector=" + NodeGroupLabel + "=" + group,
-		fmt.Sprintf("--node-lease-duration-seconds=%d", nodeLeaseSeconds),
-		fmt.Sprintf("--cidr=10.%d.0.0/16", 100+index),
-		fmt.Sprintf("--node-ip=10.242.%d.1", index),
-	}
-	for _, s := range stages {
-		args = append(args, "--config="+s)
-	}
-	p := e.newProcess("kwok-group-"+group, filepath.Join(e.bin, binKwok), args...)
-	e.mu.Lock()
-	e.groups[group] = &nodeGroup{proc: p, nodes: append([]string(nil), names...)}
-	e.mu.Unlock()
 	if err := p.Start(); err != nil {
 		return err
 	}
@@ -145,7 +116,7 @@ func (e *Env) group(name string) (*nodeGroup, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	g, ok := e.groups[name]
-	if !ok || g.proc == nil {
+	if !ok {
 		return nil, fmt.Errorf("no node group %q", name)
 	}
 	return g, nil

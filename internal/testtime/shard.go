@@ -2,10 +2,7 @@ package testtime
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -14,12 +11,16 @@ import (
 // every name is in exactly one. Balance does better when the names' times
 // are known.
 func Shard(names []string, i, n int) []string {
+	return shard(names, i, n)
+}
+
+func shard[T any](items []T, i, n int) []T {
 	if i < 1 || i > n {
 		return nil
 	}
-	var out []string
-	for k := i - 1; k < len(names); k += n {
-		out = append(out, names[k])
+	var out []T
+	for k := i - 1; k < len(items); k += n {
+		out = append(out, items[k])
 	}
 	return out
 }
@@ -32,44 +33,10 @@ func Shard(names []string, i, n int) []string {
 // knows none, Balance is Shard. Every name is in exactly one shard, and
 // the result is in name order.
 func Balance(names []string, took map[string]time.Duration, i, n int) []string {
-	var sum time.Duration
-	known := 0
-	for _, name := range names {
-		if d, ok := took[name]; ok {
-			sum += d
-			known++
-		}
-	}
-	if known == 0 || i < 1 || i > n {
-		return Shard(names, i, n)
-	}
-	mean := sum / time.Duration(known)
-	weight := func(name string) time.Duration {
-		if d, ok := took[name]; ok {
-			return d
-		}
-		return mean
-	}
-	order := slices.Clone(names)
-	slices.SortFunc(order, func(a, b string) int {
-		return cmp.Or(cmp.Compare(weight(b), weight(a)), cmp.Compare(a, b))
-	})
-	loads := make([]time.Duration, n)
-	var out []string
-	for _, name := range order {
-		least := 0
-		for k := range loads {
-			if loads[k] < loads[least] {
-				least = k
-			}
-		}
-		loads[least] += weight(name)
-		if least == i-1 {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return balance(names, func(name string) (time.Duration, bool) {
+		d, ok := took[name]
+		return d, ok
+	}, cmp.Compare[string], i, n)
 }
 
 // BalanceGroups is Balance over several groups of names at once (the
@@ -78,25 +45,72 @@ func Balance(names []string, took map[string]time.Duration, i, n int) []string {
 // time, all groups counted, is about the same. The mean that stands for
 // an unknown time is over every group's known times.
 func BalanceGroups(groups [][]string, took []map[string]time.Duration, i, n int) [][]string {
-	var keys []string
-	all := map[string]time.Duration{}
-	key := func(k int, name string) string { return fmt.Sprintf("%06d/%s", k, name) }
+	type member struct {
+		group int
+		name  string
+	}
+	var all []member
 	for k, names := range groups {
 		for _, name := range names {
-			keys = append(keys, key(k, name))
-			if k < len(took) {
-				if d, ok := took[k][name]; ok {
-					all[key(k, name)] = d
-				}
-			}
+			all = append(all, member{k, name})
 		}
 	}
+	picked := balance(all, func(m member) (time.Duration, bool) {
+		if m.group >= len(took) {
+			return 0, false
+		}
+		d, ok := took[m.group][m.name]
+		return d, ok
+	}, func(a, b member) int {
+		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.name, b.name))
+	}, i, n)
 	out := make([][]string, len(groups))
-	for _, kn := range Balance(keys, all, i, n) {
-		idx, name, _ := strings.Cut(kn, "/")
-		k, _ := strconv.Atoi(idx)
-		out[k] = append(out[k], name)
+	for _, m := range picked {
+		out[m.group] = append(out[m.group], m.name)
 	}
+	return out
+}
+
+// balance is Balance over any items, took giving their times and compare
+// their order (for ties, and the result's).
+func balance[T any](items []T, took func(T) (time.Duration, bool), compare func(a, b T) int, i, n int) []T {
+	var sum time.Duration
+	known := 0
+	for _, it := range items {
+		if d, ok := took(it); ok {
+			sum += d
+			known++
+		}
+	}
+	if known == 0 || i < 1 || i > n {
+		return shard(items, i, n)
+	}
+	mean := sum / time.Duration(known)
+	weight := func(it T) time.Duration {
+		if d, ok := took(it); ok {
+			return d
+		}
+		return mean
+	}
+	order := slices.Clone(items)
+	slices.SortFunc(order, func(a, b T) int {
+		return cmp.Or(cmp.Compare(weight(b), weight(a)), compare(a, b))
+	})
+	loads := make([]time.Duration, n)
+	var out []T
+	for _, it := range order {
+		least := 0
+		for k := range loads {
+			if loads[k] < loads[least] {
+				least = k
+			}
+		}
+		loads[least] += weight(it)
+		if least == i-1 {
+			out = append(out, it)
+		}
+	}
+	slices.SortFunc(out, compare)
 	return out
 }
 

@@ -123,26 +123,48 @@ func TestNodeLossModel(t *testing.T) {
 			at, _ := seen.taintedAt(n.Name)
 			predicted = append(predicted, n.Tainted)
 			measured = append(measured, at.Sub(t0))
-			for _, p := range n.Pods {
-				deleted, ok := seen.deletedAt(p.Name)
-				delay := p.Evicted - n.Tainted
-				if assert.True(t, ok, "pod %s on %s was not deleted", p.Name, n.Name) {
-					got := deleted.Sub(at)
-					assert.InDelta(t, delay.Seconds(), got.Seconds(), lossBound.Seconds(), "pod %s: deleted %v after its node's taint, the model says %v", p.Name, got, delay)
-				}
-			}
+			checkEvictions(t, "", n, at, seen)
 			table = append(table, fmt.Sprintf("%s: lost %v, Unknown %v (model), tainted %v (model %v)",
 				n.Name, n.LostAt.Round(time.Millisecond), n.Unknown, at.Sub(t0).Round(time.Millisecond), n.Tainted))
 		}
 		slices.Sort(predicted)
 		slices.Sort(measured)
-		for i := range predicted {
-			assert.InDelta(t, predicted[i].Seconds(), measured[i].Seconds(), lossBound.Seconds(),
-				"taint %d of %d: measured %v, the model %v", i+1, len(round), measured[i], predicted[i])
-		}
+		checkTaints(t, "", predicted, measured)
 		t.Logf("%d lost at once (from the loss; the model takes nodes by name, the controller by its cache):\n  %s\n  taints in order: measured %v, the model %v",
 			len(round), strings.Join(table, "\n  "), roundAll(measured), predicted)
 	}
+}
+
+// checkEvictions checks, against the model, when each pod of the lost node
+// n, tainted at, was deleted: within lossBound of its delay after the
+// taint. It returns how many were deleted and the largest gap. label
+// starts each message (a shape's name, or "").
+func checkEvictions(t *testing.T, label string, n nodeloss.NodeResult, at time.Time, seen *lossWatch) (deleted int, worst time.Duration) {
+	t.Helper()
+	for _, p := range n.Pods {
+		when, ok := seen.deletedAt(p.Name)
+		if !assert.True(t, ok, "%spod %s on %s was not deleted", label, p.Name, n.Name) {
+			continue
+		}
+		deleted++
+		got, delay := when.Sub(at), p.Evicted-n.Tainted
+		worst = max(worst, (got - delay).Abs())
+		assert.InDelta(t, delay.Seconds(), got.Seconds(), lossBound.Seconds(), "%spod %s: deleted %v after its node's taint, the model says %v", label, p.Name, got, delay)
+	}
+	return deleted, worst
+}
+
+// checkTaints checks the taints measured against the model's, both in
+// time order, the i-th against the i-th, as far as both go: within
+// lossBound. It returns the largest gap.
+func checkTaints(t *testing.T, label string, predicted, measured []time.Duration) (worst time.Duration) {
+	t.Helper()
+	for i := range min(len(predicted), len(measured)) {
+		worst = max(worst, (measured[i] - predicted[i]).Abs())
+		assert.InDelta(t, predicted[i].Seconds(), measured[i].Seconds(), lossBound.Seconds(),
+			"%staint %d of %d: measured %v, the model %v", label, i+1, len(predicted), measured[i], predicted[i])
+	}
+	return worst
 }
 
 // lossWatch records, from watches, when each node got the unreachable

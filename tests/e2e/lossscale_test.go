@@ -175,28 +175,17 @@ func measureScaleShape(t *testing.T, sh scaleShape) string {
 			continue
 		}
 		measured = append(measured, at.Sub(t0))
-		for _, p := range n.Pods {
-			podsDue++
-			deleted, ok := seen.deletedAt(p.Name)
-			if !assert.True(t, ok, "%s: pod %s on %s was not deleted", sh.name, p.Name, n.Name) {
-				continue
-			}
-			evicted++
-			got, delay := deleted.Sub(at), p.Evicted-n.Tainted
-			worst = max(worst, (got - delay).Abs())
-			assert.InDelta(t, delay.Seconds(), got.Seconds(), lossBound.Seconds(), "%s: pod %s deleted %v after its node's taint, the model says %v", sh.name, p.Name, got, delay)
-		}
+		podsDue += len(n.Pods)
+		deleted, gap := checkEvictions(t, sh.name+": ", n, at, seen)
+		evicted += deleted
+		worst = max(worst, gap)
 	}
 	slices.Sort(predicted)
 	slices.Sort(measured)
 	// A taint the model puts just past the window may come just before
 	// it: compare as many as both have.
 	if assert.InDelta(t, len(predicted), len(measured), 1, "%s: taints within %v: measured %d, the model %d", sh.name, window, len(measured), len(predicted)) {
-		for i := range min(len(predicted), len(measured)) {
-			worst = max(worst, (measured[i] - predicted[i]).Abs())
-			assert.InDelta(t, predicted[i].Seconds(), measured[i].Seconds(), lossBound.Seconds(),
-				"%s: taint %d: measured %v, the model %v", sh.name, i+1, measured[i], predicted[i])
-		}
+		worst = max(worst, checkTaints(t, sh.name+": ", predicted, measured))
 	}
 	var zones []string
 	for _, z := range sh.zones {
