@@ -285,11 +285,12 @@ bench-crash: ## crash takeover vs lease-only vs client-go on real nodes: SIGKILL
 # each taint and eviction against the node loss model
 # (TestNodeLossAtScale). SCALE_SHAPES=k=1,k=10 runs some of them.
 SCALE_SHAPES ?=
+SCALE_AUDIT ?=
 
 .PHONY: bench-scale
-bench-scale: ## many nodes lost at once, measured against the node loss model at compressed rates: 300 kwok nodes and 900 pods a shape (~3 min a shape)
+bench-scale: ## many nodes lost at once, measured against the node loss model at compressed rates: 300 kwok nodes and 900 pods a shape (~3 min a shape); SCALE_SHAPES=k=10,partial for some, SCALE_AUDIT=DIR to keep each shape's audit log, logs and times
 	@tests/tools/build.sh etcd kwok kube
-	FASTOVER_SCALE=1 FASTOVER_SCALE_SHAPES=$(SCALE_SHAPES) go test -count=1 -timeout 40m -v -run '^TestNodeLossAtScale$$' ./tests/e2e/ | grep -v -E '^\s*[IWE][0-9]{4} '
+	FASTOVER_SCALE=1 FASTOVER_SCALE_SHAPES=$(SCALE_SHAPES) FASTOVER_SCALE_AUDIT=$(if $(SCALE_AUDIT),$(abspath $(SCALE_AUDIT))) go test -count=1 -timeout 40m -v -run '^TestNodeLossAtScale$$' ./tests/e2e/ | grep -v -E '^\s*[IWE][0-9]{4} '
 
 # make demo: GRACE=50s for Kubernetes' default node-monitor grace period
 # (the demo's default is 20s); DEMO_FLAGS=--quick for the CI test's durations.

@@ -48,6 +48,8 @@ func (h *hazardFlags) addFlags(flags *pflag.FlagSet) {
 		"kube-controller-manager's --kube-api-qps, for the node loss model")
 	flags.IntVar(&h.model.KubeAPIBurst, "kube-api-burst", h.model.KubeAPIBurst,
 		"kube-controller-manager's --kube-api-burst, for the node loss model")
+	flags.BoolVar(&h.model.LeaseCircuitBreaker, "lease-circuit-breaker", h.model.LeaseCircuitBreaker,
+		"kube-controller-manager's NodeControllerLeaseCircuitBreaker feature gate (on from Kubernetes 1.37; false for older control planes), for the node loss model")
 }
 
 func (h *hazardFlags) validate() error {

@@ -64,6 +64,9 @@ func printLoss(w io.Writer, p *retrofit.LossPrediction, f nodeloss.Flags) error 
 		}
 		_, _ = fmt.Fprintf(w, "  zone %s (%s): %s\n", retrofit.ZoneLabel(z.Name), plural(z.Nodes, "node"), strings.Join(steps, ", then "))
 	}
+	if f.NodeEvictionRate == 1 || f.SecondaryNodeEvictionRate == 1 {
+		_, _ = fmt.Fprintln(w, "Warning: an eviction rate of exactly 1/s meets kubernetes#104639: a zone whose taint rate once went to 0 (every zone fully disrupted, or a zone of at most --large-cluster-size-threshold nodes partly disrupted) never taints again until kube-controller-manager restarts; the prediction assumes no such past. Any other rate (0.9, 2) avoids it.")
+	}
 	if p.Late == 0 {
 		return nil
 	}

@@ -68,6 +68,13 @@ Warning: 1 pod evicted more than a minute later than a lone node's loss would ev
 	assert.Contains(t, out, "30 nodes lost: the last taint +5m45s, 0 never tainted.")
 	assert.NotContains(t, out, "Warning")
 
+	// An eviction rate of 1/s: kubernetes#104639.
+	one := nodeloss.DefaultFlags()
+	one.NodeEvictionRate = 1
+	b.Reset()
+	require.NoError(t, printLoss(&b, p, one))
+	assert.Contains(t, b.String(), "Warning: an eviction rate of exactly 1/s meets kubernetes#104639")
+
 	b.Reset()
 	require.NoError(t, printLoss(&b, nil, nodeloss.DefaultFlags()))
 	assert.Empty(t, b.String())

@@ -27,6 +27,15 @@ func (b *bucket) advance(now time.Duration) {
 	b.at = now
 }
 
+// reportedQPS is the rate the controller's limiter reports: a limiter of
+// rate 0 is client-go's "never" limiter, whose QPS method returns 1.
+func (b *bucket) reportedQPS() float64 {
+	if b.qps <= 0 {
+		return 1
+	}
+	return b.qps
+}
+
 // whole is how close to a whole token counts as one: tokens accrue in
 // float steps (0.1 s × 0.1/s a tick), whose rounding must not make a
 // token due at 10 s come a tick late.

@@ -16,17 +16,26 @@
 // The rules, as pkg/controller/nodelifecycle of Kubernetes v1.37 has them:
 //
 //   - Every --node-monitor-period (5 s) after the previous pass ends, a
-//     pass checks each node (8 workers). A node whose Lease was last seen
-//     renewed more than --node-monitor-grace-period (50 s) before is
-//     marked Unknown (one status update), queued for the taint in the same
-//     pass, and its ready pods are marked not ready, one status update
-//     each. Those updates go through the controller's client, at
-//     --kube-api-qps (20) with --kube-api-burst (30): with many pods on the
-//     lost nodes, the pass stalls, and the next pass waits for it.
+//     pass checks each node (8 workers). With the
+//     NodeControllerLeaseCircuitBreaker feature gate (beta, on from v1.37;
+//     Flags.LeaseCircuitBreaker), each node whose Lease was last seen
+//     renewed more than --node-monitor-grace-period (50 s) before has its
+//     Lease read from the API server, every pass, Unknown ones included.
+//     Such a node not yet Unknown is marked Unknown (one status update),
+//     queued for the taint in the same pass, handed to the node update
+//     workers for its NoSchedule taint, and its ready pods are marked not
+//     ready, one status update each. An event goes with the node and with
+//     each pod. All of it goes through the controller's client, at
+//     --kube-api-qps (20) with --kube-api-burst (30), each worker waiting
+//     its turn, the event broadcaster one request at a time (up to 1,000
+//     queued): with many lost nodes or pods the pass stalls, and the next
+//     pass waits for it.
 //   - One taint queue per zone (region and zone labels; nodes without
 //     them are one zone), drained every 100 ms through a token bucket of
-//     burst 1 at --node-eviction-rate (0.1/s). The taint itself is a
-//     request through the same client.
+//     burst 1 at --node-eviction-rate (0.1/s). Each pass moves the queued
+//     nodes not yet tainted to its back. A taint is two requests through
+//     the same client (the node from the API server's cache, then the
+//     patch), as is a NoSchedule taint.
 //   - At the end of each pass, each zone's state: FullDisruption when none
 //     of its nodes is Ready, PartialDisruption when more than 2 are not
 //     Ready and at least --unhealthy-zone-threshold (0.55) of them, Normal
@@ -36,16 +45,20 @@
 //     --secondary-node-eviction-rate (0.01/s) if the zone has more than
 //     --large-cluster-size-threshold (50) nodes, else none. A new bucket
 //     starts empty when the old one had no token. When every zone is in
-//     FullDisruption, the controller removes every taint and stops.
+//     FullDisruption, the controller removes every taint and stops. A
+//     bucket of rate 0 reports a rate of 1, and no new bucket is made for
+//     the rate a bucket reports (kubernetes#104639): with a rate of exactly
+//     1/s, a zone that once had rate 0 never gets a taint again.
 //   - The taint-eviction controller deletes a pod tolerationSeconds after
 //     the taint (a pod without a matching toleration at once; one that
-//     tolerates it for ever never), with two requests (the DisruptionTarget
-//     condition, the delete) through its own client at the same QPS.
+//     tolerates it for ever never), with an event and three requests (the
+//     pod, its DisruptionTarget condition, the delete) through its own
+//     client at the same QPS.
 //
 // What the model leaves out: nodes that come back, the time requests take
-// (only the client's rate limit), the informers' delay, and the
-// NodeControllerLeaseCircuitBreaker feature gate (off by default). Which
-// of the queued nodes is tainted next follows the controller's node list,
-// whose order is its cache's: the model takes nodes in name order, so the
-// i-th taint time of a zone is a prediction, the node that gets it is not.
+// (only the client's rate limit), the informers' delay, the retries of a
+// taint's patch on a conflict. Which of the queued nodes is tainted next
+// follows the controller's node list, whose order is its cache's: the
+// model takes nodes in name order, so the i-th taint time of a zone is a
+// prediction, the node that gets it is not.
 package nodeloss

@@ -31,8 +31,8 @@ func ExampleSimulate() {
 	fmt.Printf("last taint at %v (%.1f min), never tainted: %d\n", last, last.Minutes(), never)
 	fmt.Println("zone eu/a:", r.Zones[0].States[len(r.Zones[0].States)-1].State)
 	// Output:
-	// node-00: Unknown at 55s, tainted at 55.1s, web-0 evicted at 55.1s
-	// node-01: Unknown at 55s, tainted at 1m5.1s, web-1 evicted at 1m5.1s
-	// last taint at 2m25.1s (2.4 min), never tainted: 0
+	// node-00: Unknown at 55s, tainted at 55.95s, web-0 evicted at 55.95s
+	// node-01: Unknown at 55s, tainted at 1m5.15s, web-1 evicted at 1m5.15s
+	// last taint at 2m25.15s (2.4 min), never tainted: 0
 	// zone eu/a: Normal
 }

@@ -32,6 +32,12 @@ type Flags struct {
 	// each controller's client's rate limit.
 	KubeAPIQPS   float64
 	KubeAPIBurst int
+	// LeaseCircuitBreaker is the NodeControllerLeaseCircuitBreaker feature
+	// gate (--feature-gates; beta and on from v1.37, absent before): each
+	// pass reads, from the API server, the Lease of every node whose grace
+	// period has run out, Unknown ones included, one request each through
+	// the controller's client, before it marks the node.
+	LeaseCircuitBreaker bool
 }
 
 // DefaultFlags returns Kubernetes' defaults (v1.37).
@@ -45,6 +51,7 @@ func DefaultFlags() Flags {
 		LargeClusterSizeThreshold: 50,
 		KubeAPIQPS:                20,
 		KubeAPIBurst:              30,
+		LeaseCircuitBreaker:       true,
 	}
 }
 

@@ -48,19 +48,26 @@ func TestDefaults(t *testing.T) {
 		never       int
 		estimate    time.Duration // the issue's, for the last taint
 		states      []ZoneState   // zone a's
+		normal      int           // taints at the normal rate, before a swap
 	}{
 		// Lost at 0, seen at the pass at 0; Unknown at the first pass
 		// more than 50 s later (55 s); tainted at the next 100 ms tick.
-		{"k=1", large, 1, 55100 * time.Millisecond, 55100 * time.Millisecond, 0, time.Minute, []ZoneState{Normal}},
-		// The first taint waits for the client behind the pass's pod
-		// updates (0.4 s); then one every 10 s.
-		{"k=10", large, 10, 55500 * time.Millisecond, 145100 * time.Millisecond, 0, 162 * time.Second, []ZoneState{Normal}},
-		{"k=50", large, 50, 55500 * time.Millisecond, 545200 * time.Millisecond, 0, 10 * time.Minute, []ZoneState{Normal}},
-		{"k=100", large, 100, 55500 * time.Millisecond, 1045350 * time.Millisecond, 0, 19 * time.Minute, []ZoneState{Normal}},
+		{"k=1", large, 1, 55100 * time.Millisecond, 55100 * time.Millisecond, 0, time.Minute, []ZoneState{Normal}, 0},
+		// The first taint's two requests wait for the client behind the
+		// pass's Lease reads, status and pod updates, the NoSchedule
+		// taints and the events (1.4 s); then one every 10 s.
+		{"k=10", large, 10, 56500 * time.Millisecond, 145150 * time.Millisecond, 0, 162 * time.Second, []ZoneState{Normal}, 0},
+		{"k=50", large, 50, 56500 * time.Millisecond, 545300 * time.Millisecond, 0, 10 * time.Minute, []ZoneState{Normal}, 0},
+		// Two of the tokens go to nodes tainted during a pass that had
+		// listed them untainted, so queued again (markForTainting).
+		{"k=100", large, 100, 56500 * time.Millisecond, 1065850 * time.Millisecond, 0, 19 * time.Minute, []ZoneState{Normal}, 0},
 		// 200 of 333 (60 %): PartialDisruption once the pass that found
-		// them ends, 109 s later (2,200 pod updates at 20/s): 11 taints at
-		// the normal rate meanwhile, then 0.01/s: 100 s per node.
-		{"partial 200/333", large, 200, 55500 * time.Millisecond, 5*time.Hour + 17*time.Minute + 44100*time.Millisecond, 0, 0, []ZoneState{Normal, PartialDisruption}},
+		// them ends, 155 s later (200 Lease reads and status updates,
+		// 2,000 pod updates, the NoSchedule taints and the events at
+		// 20/s): 16 taints at the normal rate meanwhile, then 0.01/s: 100 s
+		// per node, or 200 s when the token went to a node tainted during
+		// the pass before (each pass reads 200 Leases, 10 s).
+		{"partial 200/333", large, 200, 56500 * time.Millisecond, 6*time.Hour + 3*time.Minute + 31200*time.Millisecond, 0, 0, []ZoneState{Normal, PartialDisruption}, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := simulate(t, Scenario{Nodes: lose(cluster(tc.zones, 10), "a", tc.k, 0)})
@@ -86,10 +93,20 @@ func TestDefaults(t *testing.T) {
 					}
 				}
 				slices.Sort(after)
-				assert.Len(t, after, tc.k-11)
+				assert.Len(t, after, tc.k-tc.normal)
+				// A token every 100 s, some spent on a node tainted
+				// already; each taint's two requests wait behind the
+				// passes' 200 Lease reads for up to a second.
+				wasted := 0
 				for i := 1; i < len(after); i++ {
-					require.InDelta(t, 100, (after[i] - after[i-1]).Seconds(), 0.2, "taint %d after the swap", i)
+					gap := (after[i] - after[i-1]).Seconds()
+					steps := math.Round(gap / 100)
+					require.GreaterOrEqual(t, steps, 1.0, "taint %d after the swap", i)
+					require.InDelta(t, 100*steps, gap, 1.5, "taint %d after the swap", i)
+					wasted += int(steps) - 1
 				}
+				t.Logf("after the swap: %d taints, %d tokens spent on tainted nodes", len(after), wasted)
+				assert.Less(t, wasted, len(after)/2)
 			}
 		})
 	}
@@ -109,7 +126,7 @@ func zoneStates(z ZoneResult) []ZoneState {
 func TestSmallZoneStops(t *testing.T) {
 	r := simulate(t, Scenario{Nodes: lose(cluster(map[string]int{"a": 10, "b": 100}, 10), "a", 6, 0)})
 	first, _, never := firstLast(r)
-	assert.Equal(t, 55400*time.Millisecond, first)
+	assert.Equal(t, 56*time.Second, first)
 	assert.Equal(t, 5, never)
 	assert.Equal(t, []ZoneState{Normal, PartialDisruption}, zoneStates(r.Zones[0]))
 	assert.Zero(t, r.Zones[0].States[1].Rate)
@@ -139,19 +156,22 @@ func TestFullZoneNormalRate(t *testing.T) {
 // When no zone has a Ready node, the controller blames itself: it takes
 // every taint off and stops, so nothing is evicted.
 func TestAllZonesFull(t *testing.T) {
-	// No pods: the pass that finds them is over before the next 100 ms
-	// tick, so none is tainted at all.
+	// No pods: the pass's ten Lease reads and status updates, with the
+	// NoSchedule taints and the events beside them, outrun the client's
+	// burst of 30, so the pass ends after the next 100 ms tick: one node
+	// is tainted (its patch lands after the controller took the taints
+	// off, so it stays).
 	nodes := cluster(map[string]int{"a": 5, "b": 5}, 0)
 	nodes = lose(lose(nodes, "a", -1, 0), "b", -1, 0)
 	r := simulate(t, Scenario{Nodes: nodes})
 	_, _, never := firstLast(r)
-	assert.Equal(t, 10, never)
+	assert.Equal(t, 9, never)
 	for _, z := range r.Zones {
 		assert.Equal(t, []ZoneState{Normal, FullDisruption}, zoneStates(z))
 		assert.Zero(t, z.States[1].Rate)
 	}
 	for _, n := range r.Nodes {
-		assert.Equal(t, 55*time.Second, n.Unknown)
+		assert.InDelta(t, 55, n.Unknown.Seconds(), 0.5)
 	}
 
 	// Three ready pods each: the pass takes 0.5 s of pod updates, time
@@ -221,15 +241,16 @@ func TestPodEvictions(t *testing.T) {
 	assert.Equal(t, n.Tainted, n.Pods[0].Evicted)
 	assert.Equal(t, n.Tainted+300*time.Second, n.Pods[1].Evicted)
 	assert.Equal(t, Never, n.Pods[2].Evicted)
-	// 100 pods due at once: 200 requests, 30 at once, the other 170 at
-	// 20/s.
-	assert.Equal(t, n.Tainted+20*time.Second+8500*time.Millisecond, n.Pods[102].Evicted)
+	// 100 pods due at once: 300 requests (and the events, whose sender
+	// is one of 101 waiting), 30 at once, the rest at 20/s.
+	assert.Equal(t, n.Tainted+20*time.Second+13650*time.Millisecond, n.Pods[102].Evicted)
 }
 
 // A pass stalls on the lost nodes' pod updates: 1,000 ready pods on one
-// lost node, with its status and its taint, are 1,002 requests, 30 at once
-// and 972 at 20/s (48.6 s), so the next pass, and the next loss's
-// detection, wait for it.
+// lost node, with its Lease read, its status and its taints, are about
+// 1,000 requests of the pass's worker and as many events (the broadcaster
+// keeps up to 1,000), taking turns at the client's 20/s: the next pass,
+// and the next loss's detection, wait for it.
 func TestPassStall(t *testing.T) {
 	nodes := cluster(map[string]int{"a": 10}, 0)
 	for i := range 1000 {
@@ -239,9 +260,9 @@ func TestPassStall(t *testing.T) {
 	nodes[1].Lost, nodes[1].LostAt = true, 10*time.Second
 	r := simulate(t, Scenario{Nodes: nodes})
 	assert.Equal(t, 55*time.Second, r.Nodes[0].Unknown)
-	// The pass that began at 55 s ends at 103.6 s; the next, at 108.6 s,
+	// The pass that began at 55 s ends at 153.8 s; the next, at 158.8 s,
 	// sees a-001, whose 50 s ran out at 60 s.
-	assert.Equal(t, 108600*time.Millisecond, r.Nodes[1].Unknown)
+	assert.Equal(t, 158800*time.Millisecond, r.Nodes[1].Unknown)
 
 	nodes[0].Pods = nil
 	r = simulate(t, Scenario{Nodes: nodes})
@@ -296,4 +317,40 @@ func TestValidate(t *testing.T) {
 	assert.ErrorContains(t, err, "node x is named twice")
 	_, err = Simulate(Scenario{Flags: DefaultFlags(), Nodes: []Node{{}}})
 	assert.ErrorContains(t, err, "without a name")
+}
+
+// kubernetes#104639: a zone's taint queue swapped to rate 0 gets client-go's
+// "never" limiter, whose QPS method reports 1, and a swap to a rate equal
+// to the reported one does nothing. So with --node-eviction-rate=1, a zone
+// that once had rate 0 (a small zone's partial disruption here; every
+// zone's full disruption too) never taints again. A small zone loses 6 of
+// its 10 nodes (rate 0), then the other 4 (FullDisruption: back to the
+// normal rate): at 0.5/s the last four are tainted, at 1/s none is.
+func TestNeverLimiterAtRateOne(t *testing.T) {
+	for _, tc := range []struct {
+		rate    float64
+		tainted int
+	}{{0.5, 4}, {1, 0}} {
+		nodes := lose(cluster(map[string]int{"a": 10, "b": 10}, 0), "a", 6, 0)
+		for i := 6; i < 10; i++ {
+			nodes[i].Lost, nodes[i].LostAt = true, time.Minute
+		}
+		f := DefaultFlags()
+		f.NodeEvictionRate = tc.rate
+		r := simulate(t, Scenario{Flags: f, Nodes: nodes})
+		tainted := 0
+		for _, n := range r.Nodes[6:] {
+			if n.Tainted != Never {
+				tainted++
+			}
+		}
+		assert.Equal(t, tc.tainted, tainted, "rate %v: the nodes lost after the zone's rate went to 0", tc.rate)
+		states := r.Zones[0].States
+		require.Equal(t, []ZoneState{Normal, PartialDisruption, FullDisruption}, zoneStates(r.Zones[0]))
+		want := tc.rate
+		if tc.rate == 1 {
+			want = 0 // the swap did nothing
+		}
+		assert.InDelta(t, want, states[2].Rate, 1e-9, "rate %v", tc.rate)
+	}
 }

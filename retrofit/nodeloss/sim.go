@@ -12,9 +12,22 @@ const (
 	nodeWorkers    = 8                      // nodeUpdateWorkerSize
 	taintPeriod    = 100 * time.Millisecond // scheduler.NodeEvictionPeriod
 	taintBurst     = 1                      // scheduler.EvictionRateLimiterBurst
-	evictRequests  = 2                      // the DisruptionTarget condition, then the delete
 	statusRequests = 1                      // the node's status update to Unknown
+	leaseRequests  = 1                      // the Lease read by the circuit breaker
+	taintRequests  = 2                      // the node from the API server's cache, then the patch (either taint)
+	evictRequests  = 3                      // the pod, its DisruptionTarget condition, the delete
+	// maxQueuedEvents is how many events a sender holds before it drops
+	// new ones (client-go's record.maxQueuedEvents).
+	maxQueuedEvents = 1000
 )
+
+// sender is a controller's event broadcaster: it writes its events one
+// at a time, through the controller's client, in the order they were made.
+type sender struct {
+	client  *bucket
+	pending int
+	busy    bool
+}
 
 type simNode struct {
 	Node
@@ -22,6 +35,7 @@ type simNode struct {
 	seen     bool          // the controller has seen its last renewal
 	probe    time.Duration // when it saw it
 	unknown  bool
+	taking   bool // taken from its zone's queue, its taint's requests under way
 	res      *NodeResult
 	evicting []*simPod
 }
@@ -73,20 +87,28 @@ type sim struct {
 	// client is the node lifecycle controller's, evictClient the
 	// taint-eviction controller's.
 	client, evictClient *bucket
-	allFull             bool
-	now                 time.Duration // the time of the event being run
-	q                   events
-	seq                 int
-	pendingEvictions    int
-	pendingTaints       int // known taints still to come
-	notUnknown          int // lost nodes not yet Unknown
-	res                 Result
+	// events and evictEvents are the two controllers' event senders.
+	events, evictEvents *sender
+	// noSchedule is the queue of nodes whose NoSchedule taint the node
+	// update workers put on, idle how many of them wait for one.
+	noSchedule       []*simNode
+	idle             int
+	allFull          bool
+	now              time.Duration // the time of the event being run
+	q                events
+	seq              int
+	pendingEvictions int
+	pendingTaints    int // known taints still to come
+	notUnknown       int // lost nodes not yet Unknown
+	res              Result
 }
 
 func newSim(s Scenario) *sim {
 	m := &sim{f: s.Flags, start: s.Start, end: s.Start + s.Horizon}
 	m.client = newBucket(s.Flags.KubeAPIQPS, s.Flags.KubeAPIBurst, s.Start)
 	m.evictClient = newBucket(s.Flags.KubeAPIQPS, s.Flags.KubeAPIBurst, s.Start)
+	m.events, m.evictEvents = &sender{client: m.client}, &sender{client: m.evictClient}
+	m.idle = nodeWorkers
 	nodes := slices.Clone(s.Nodes)
 	slices.SortFunc(nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	byZone := map[string]*simZone{}
@@ -141,7 +163,7 @@ func (m *sim) run() Result {
 			n.res.Unknown = n.LostAt + m.f.NodeMonitorGracePeriod
 			if !n.Tainted {
 				// Queued, as the last pass did.
-				n.zone.queue = append(n.zone.queue, n)
+				m.markForTainting(n, m.start)
 			}
 		} else {
 			m.notUnknown++
@@ -193,25 +215,27 @@ func (m *sim) pass() {
 		for next < len(m.nodes) {
 			n := m.nodes[next]
 			next++
-			if m.check(n, t) {
-				// Unknown now: the status update, then each ready pod.
-				m.requests(t, statusRequests, func(g time.Duration) {
-					n.unknown = true
-					n.res.Unknown = g
-					m.notUnknown--
-					m.markForTainting(n)
-					ready := 0
-					for _, p := range n.Pods {
-						if p.Ready {
-							ready++
-						}
+			if m.f.LeaseCircuitBreaker && m.expired(n, t) {
+				// The node's Lease, read from the API server; then,
+				// unless it is Unknown already, the rest.
+				m.requests(t, leaseRequests, nil, func(g time.Duration) {
+					if m.check(n, t) {
+						m.markUnknown(n, g, work)
+						return
 					}
-					m.requests(g, ready, work)
+					if n.unknown {
+						m.markForTainting(n, t0)
+					}
+					work(g)
 				})
 				return
 			}
+			if m.check(n, t) {
+				m.markUnknown(n, t, work)
+				return
+			}
 			if n.unknown {
-				m.markForTainting(n)
+				m.markForTainting(n, t0)
 			}
 		}
 		busy--
@@ -225,15 +249,105 @@ func (m *sim) pass() {
 	}
 }
 
+// markUnknown marks n Unknown from t: the status update, queued for the
+// taint, the NoSchedule taint handed on, the node's event, then each ready
+// pod's status update and event; then the worker goes on.
+func (m *sim) markUnknown(n *simNode, t time.Duration, work func(time.Duration)) {
+	m.requests(t, statusRequests, nil, func(g time.Duration) {
+		n.unknown = true
+		n.res.Unknown = g
+		m.notUnknown--
+		m.markForTainting(n, g)
+		m.noScheduleTaint(n, g)
+		m.emit(m.events, g)
+		ready := 0
+		for _, p := range n.Pods {
+			if p.Ready {
+				ready++
+			}
+		}
+		m.requests(g, ready, func(g time.Duration) { m.emit(m.events, g) }, work)
+	})
+}
+
+// expired reports whether n's grace period has run out at t: a lost node
+// whose last renewal the controller saw more than the grace period before.
+func (m *sim) expired(n *simNode, t time.Duration) bool {
+	if !n.Lost {
+		return false
+	}
+	if n.unknown {
+		return true
+	}
+	if !n.seen {
+		if n.LostAt > t {
+			return false
+		}
+		n.seen, n.probe = true, t
+	}
+	return t > n.probe+m.f.NodeMonitorGracePeriod
+}
+
 // requests makes k requests through the controller's client, one after
-// the other from t, then calls then with the time the last was granted.
-func (m *sim) requests(t time.Duration, k int, then func(time.Duration)) {
+// the other from t, calling each (if not nil) as each is granted, then
+// then with the time the last was.
+func (m *sim) requests(t time.Duration, k int, each, then func(time.Duration)) {
 	if k == 0 {
 		then(t)
 		return
 	}
 	g := m.client.reserve(t)
-	m.at(g, func() { m.requests(g, k-1, then) })
+	m.at(g, func() {
+		if each != nil {
+			each(g)
+		}
+		m.requests(g, k-1, each, then)
+	})
+}
+
+// noScheduleTaint hands a node that has just been marked Unknown to the
+// node update workers, which put the NoSchedule taint on it: the node from
+// the API server's cache, then the patch, through the controller's client.
+func (m *sim) noScheduleTaint(n *simNode, t time.Duration) {
+	m.noSchedule = append(m.noSchedule, n)
+	if m.idle > 0 {
+		m.idle--
+		m.noScheduleWorker(t)
+	}
+}
+
+func (m *sim) noScheduleWorker(t time.Duration) {
+	if len(m.noSchedule) == 0 {
+		m.idle++
+		return
+	}
+	m.noSchedule = m.noSchedule[1:]
+	m.requests(t, taintRequests, nil, m.noScheduleWorker)
+}
+
+// emit hands an event to a sender at t.
+func (m *sim) emit(s *sender, t time.Duration) {
+	if s.pending >= maxQueuedEvents {
+		return // dropped
+	}
+	s.pending++
+	if !s.busy {
+		s.busy = true
+		m.send(s, t)
+	}
+}
+
+// send writes the sender's next event from t.
+func (m *sim) send(s *sender, t time.Duration) {
+	g := s.client.reserve(t)
+	m.at(g, func() {
+		s.pending--
+		if s.pending > 0 {
+			m.send(s, g)
+		} else {
+			s.busy = false
+		}
+	})
 }
 
 // check is tryUpdateNodeHealth's test: it reports whether the node is to
@@ -251,9 +365,15 @@ func (m *sim) check(n *simNode, t time.Duration) bool {
 	return t > n.probe+m.f.NodeMonitorGracePeriod
 }
 
-// markForTainting queues an Unknown node that has no taint, at the back.
-func (m *sim) markForTainting(n *simNode) {
-	if n.Tainted {
+// markForTainting queues an Unknown node that had no taint at listed (when
+// the pass listed the nodes) at the back: each pass takes such a node off
+// its queue and adds it again, from the list it made when it began. So a
+// node tainted after that is queued again, and taken again later: its
+// taint's time is rewritten, which costs a token and two requests. A node
+// whose taint is under way stays where it is (the controller takes a node
+// off the queue only once its taint is on).
+func (m *sim) markForTainting(n *simNode, listed time.Duration) {
+	if n.taking || (n.Tainted && n.TaintedAt <= listed) {
 		return
 	}
 	z := n.zone
@@ -362,10 +482,13 @@ func (m *sim) handleDisruption(t time.Duration) {
 // empty if the old one had no token.
 func (m *sim) swap(z *simZone, t time.Duration, s ZoneState, rate float64) {
 	z.state = s
-	z.res.States = append(z.res.States, StateChange{At: t, State: s, Rate: rate})
-	if z.limiter.qps == rate {
+	if z.limiter.reportedQPS() == rate {
+		// No swap: kubernetes#104639, a bucket of rate 0 reports 1, so a
+		// zone swapped to rate 0 keeps it when its rate is to be 1.
+		z.res.States = append(z.res.States, StateChange{At: t, State: s, Rate: z.limiter.qps})
 		return
 	}
+	z.res.States = append(z.res.States, StateChange{At: t, State: s, Rate: rate})
 	nb := newBucket(rate, taintBurst, t)
 	if rate > 0 && !z.limiter.tryAccept(t) {
 		nb.tryAccept(t)
@@ -386,9 +509,12 @@ func (m *sim) tick() {
 			}
 			n := z.queue[0]
 			z.queue = z.queue[1:]
-			g := m.client.reserve(t)
-			m.at(g, func() {
-				m.taint(n, g)
+			n.taking = true
+			m.requests(t, taintRequests, nil, func(g time.Duration) {
+				n.taking = false
+				if !n.Tainted {
+					m.taint(n, g)
+				}
 				zone(i, g)
 			})
 			return
@@ -412,7 +538,12 @@ func (m *sim) taint(n *simNode, t time.Duration) {
 		}
 		due := max(t+p.Toleration, m.start)
 		m.pendingEvictions++
-		m.at(due, func() { m.evict(p, due, evictRequests) })
+		m.at(due, func() {
+			if p.node.Tainted {
+				m.emit(m.evictEvents, due) // "Marking for deletion", before the requests
+			}
+			m.evict(p, due, evictRequests)
+		})
 	}
 }
 

@@ -22,20 +22,26 @@ import (
 
 // lossGrace and lossRate are TestNodeLossModel's compressed
 // kube-controller-manager flags (issue 44 §2): the defaults are 50 s and
-// 0.1/s, whose figures take hours to measure.
+// 0.1/s, whose figures take hours to measure. The rate is not 1/s, the
+// issue's first choice: with 1/s, a zone whose taint queue once had rate 0
+// (a small zone partly disrupted while its nodes register, which happens
+// as a test brings 20 nodes up) never taints again (kubernetes#104639,
+// modelled in retrofit/nodeloss).
 const (
 	lossGrace = 10 * time.Second
-	lossRate  = 1.0
+	lossRate  = 0.5
 )
 
 // lossEnv starts a control plane whose kube-controller-manager runs at the
 // compressed flags (lossGrace, lossRate, secondary rate 0.1/s; the
-// harness's --node-monitor-period of 1 s).
-func lossEnv(t *testing.T) *cluster.Env {
+// harness's --node-monitor-period of 1 s). apiServerFlags and cmFlags are
+// added to the API server's and kube-controller-manager's.
+func lossEnv(t *testing.T, apiServerFlags, cmFlags []string) *cluster.Env {
 	t.Helper()
 	return cluster.Start(t, cluster.Options{
 		NodeMonitorGracePeriod: lossGrace,
-		ControllerManagerFlags: []string{fmt.Sprintf("--node-eviction-rate=%v", lossRate), "--secondary-node-eviction-rate=0.1"},
+		APIServerFlags:         apiServerFlags,
+		ControllerManagerFlags: append([]string{fmt.Sprintf("--node-eviction-rate=%v", lossRate), "--secondary-node-eviction-rate=0.1"}, cmFlags...),
 	})
 }
 
@@ -64,7 +70,7 @@ const lossBound = time.Second + time.Second
 // does not know), and each eviction within lossBound of its node's taint
 // plus the model's delay.
 func TestNodeLossModel(t *testing.T) {
-	env := lossEnv(t)
+	env := lossEnv(t, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := env.Client

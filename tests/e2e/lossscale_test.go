@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -67,6 +69,11 @@ const scalePodsPerNode = 3
 // compared as TestNodeLossModel compares them. It takes minutes per shape,
 // so `make bench-scale` runs it (FASTOVER_SCALE=1; FASTOVER_SCALE_SHAPES=k=1,k=10
 // for some of them); `make test` runs TestNodeLossModel's small shape.
+// FASTOVER_SCALE_AUDIT=DIR keeps, in DIR/SHAPE, what explains a shape's
+// figures: the API server's audit of the node, pod, event and Lease
+// requests, the control plane's logs (kube-controller-manager at --v=4),
+// and times.tsv, each lost node's last renewal, the model's Unknown and
+// taint times and the measured taint, in seconds from the loss.
 func TestNodeLossAtScale(t *testing.T) {
 	if os.Getenv("FASTOVER_SCALE") == "" {
 		t.Skip("make bench-scale runs it (FASTOVER_SCALE=1): 300 kwok nodes a shape, minutes each")
@@ -93,7 +100,21 @@ func TestNodeLossAtScale(t *testing.T) {
 // measureScaleShape runs one shape and returns its row of the table.
 func measureScaleShape(t *testing.T, sh scaleShape) string {
 	began := time.Now()
-	env := lossEnv(t)
+	var audit, verbose []string
+	auditDir := ""
+	if dir := os.Getenv("FASTOVER_SCALE_AUDIT"); dir != "" {
+		auditDir = filepath.Join(dir, sh.name)
+		audit = auditFlags(t, auditDir)
+		verbose = []string{"--v=4"} // the taint queue's decisions
+	}
+	env := lossEnv(t, audit, verbose)
+	if auditDir != "" {
+		// Before the control plane stops: its logs beside the audit.
+		t.Cleanup(func() {
+			out, err := exec.Command("cp", "-r", filepath.Join(env.Dir, "logs"), auditDir).CombinedOutput()
+			assert.NoError(t, err, "%s", out)
+		})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	c := env.Client
@@ -139,27 +160,34 @@ func measureScaleShape(t *testing.T, sh scaleShape) string {
 		require.NoError(t, env.StopNodeGroup(g))
 	}
 	r := lossPrediction(ctx, t, env, ns, flags, zoneOf, lost, seen, t0)
+	if auditDir != "" {
+		// At the end, failed or not, before the control plane stops.
+		t.Cleanup(func() { writeScaleTimes(t, filepath.Join(auditDir, "times.tsv"), r, seen, t0) })
+	}
 	last, never := r.LastTaint()
 	window := sh.window
 	if window == 0 {
 		require.Zero(t, never, "the model taints every lost node of %s", sh.name)
 		window = last + 30*time.Second
 	}
-	// Every taint the model puts in the window, and a little more.
-	var due []string
+	// As many taints as the model puts in the window, and a little more:
+	// counted, not named, since which node the controller takes next
+	// follows its cache's order, not the model's.
+	due := 0
 	for _, n := range r.Nodes {
 		if n.Tainted <= window {
-			due = append(due, n.Name)
+			due++
 		}
 	}
 	require.Eventually(t, func() bool {
-		for _, name := range due {
-			if _, ok := seen.taintedAt(name); !ok {
-				return false
+		got := 0
+		for _, name := range lost {
+			if _, ok := seen.taintedAt(name); ok {
+				got++
 			}
 		}
-		return true
-	}, window+30*time.Second, 100*time.Millisecond, "%s: the taints the model puts before %v did not all come", sh.name, window)
+		return got >= due
+	}, window+30*time.Second, 100*time.Millisecond, "%s: the %d taints the model puts before %v did not all come", sh.name, due, window)
 	time.Sleep(time.Until(t0.Add(window)))
 	time.Sleep(5 * time.Second) // the evictions of the last ones
 
@@ -203,6 +231,55 @@ func measureScaleShape(t *testing.T, sh scaleShape) string {
 	return fmt.Sprintf("%-8s %-28s %-16s %-14s %-8s %-8s %-10v %d of %d",
 		sh.name, strings.Join(zones, ", "), fmt.Sprintf("%d in %v", len(measured), window.Round(time.Second)),
 		fmt.Sprintf("%d (%d never)", len(predicted), never), lastMeasured, lastModel, worst.Round(10*time.Millisecond), evicted, podsDue)
+}
+
+// scaleAuditPolicy records the writes and reads of single nodes, pods and
+// events, and the reads of single Leases, with their times: the node
+// lifecycle and taint-eviction controllers' requests, read beside the
+// taints.
+const scaleAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  resources:
+  - group: ""
+    resources: ["nodes", "nodes/status", "pods", "pods/status", "events"]
+  verbs: ["get", "patch", "update", "delete", "create"]
+- level: Metadata
+  resources:
+  - group: coordination.k8s.io
+    resources: ["leases"]
+  verbs: ["get"]
+- level: None
+`
+
+// auditFlags writes the audit policy into dir and returns the API server's
+// flags that log to dir/audit.log.
+func auditFlags(t *testing.T, dir string) []string {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	policy := filepath.Join(dir, "policy.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte(scaleAuditPolicy), 0o644))
+	return []string{"--audit-policy-file=" + policy, "--audit-log-path=" + filepath.Join(dir, "audit.log"), "--audit-log-maxsize=0", "--audit-log-mode=batch"}
+}
+
+// writeScaleTimes writes, for each lost node, its last Lease renewal and
+// the model's Unknown and taint times beside the measured taint, in
+// seconds from t0 (whose wall-clock time heads the file), to read beside
+// the audit log.
+func writeScaleTimes(t *testing.T, path string, r nodeloss.Result, seen *lossWatch, t0 time.Time) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "# t0 %s\nnode\tlost\tmodel_unknown\tmodel_taint\tmeasured_taint\n", t0.UTC().Format(time.RFC3339Nano))
+	for _, n := range r.Nodes {
+		measured := "-"
+		if at, ok := seen.taintedAt(n.Name); ok {
+			measured = fmt.Sprintf("%.3f", at.Sub(t0).Seconds())
+		}
+		fmt.Fprintf(&b, "%s\t%.3f\t%.3f\t%.3f\t%s\n", n.Name, n.LostAt.Seconds(), n.Unknown.Seconds(), n.Tainted.Seconds(), measured)
+	}
+	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
 }
 
 // lossPrediction is the model's prediction for the cluster as it is now:
