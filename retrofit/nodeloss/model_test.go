@@ -354,3 +354,34 @@ func TestNeverLimiterAtRateOne(t *testing.T) {
 		assert.InDelta(t, want, states[2].Rate, 1e-9, "rate %v", tc.rate)
 	}
 }
+
+// Every node of every zone lost at once, with Kubernetes' defaults and 10
+// ready pods a node: the controller stops evictions only when the pass
+// that found the loss ends, 14 minutes of requests later (1,000 Lease
+// reads and status updates, 10,000 pod updates, the NoSchedule taints and
+// the events at 20/s). Meanwhile each zone taints at the normal rate: 160
+// nodes, whose pods are evicted; then the taints come off (docs/hazards.md).
+func TestAllZonesFullAtScale(t *testing.T) {
+	nodes := cluster(map[string]int{"a": 333, "b": 333, "c": 334}, 10)
+	nodes = lose(lose(lose(nodes, "a", -1, 0), "b", -1, 0), "c", -1, 0)
+	r := simulate(t, Scenario{Nodes: nodes})
+	tainted, evicted := 0, 0
+	for _, n := range r.Nodes {
+		if n.Tainted == Never {
+			continue
+		}
+		tainted++
+		assert.NotEqual(t, Never, n.Untainted, n.Name)
+		for _, p := range n.Pods {
+			if p.Evicted != Never {
+				evicted++
+			}
+		}
+	}
+	assert.Equal(t, 160, tainted)
+	assert.Equal(t, 1600, evicted)
+	for _, z := range r.Zones {
+		require.Equal(t, []ZoneState{Normal, FullDisruption}, zoneStates(z))
+		assert.InDelta(t, 14*60, z.States[1].At.Seconds(), 30, "zone %s stops when the pass ends", z.Name)
+	}
+}
