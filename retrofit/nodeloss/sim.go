@@ -281,7 +281,7 @@ func (m *sim) expired(n *simNode, t time.Duration) bool {
 	}
 	if !n.seen {
 		if n.LostAt > t {
-			return false
+			return false // still renewing
 		}
 		n.seen, n.probe = true, t
 	}
@@ -351,18 +351,10 @@ func (m *sim) send(s *sender, t time.Duration) {
 }
 
 // check is tryUpdateNodeHealth's test: it reports whether the node is to
-// be marked Unknown now.
+// be marked Unknown now: its grace period has run out and it is not
+// Unknown yet.
 func (m *sim) check(n *simNode, t time.Duration) bool {
-	if !n.Lost || n.unknown {
-		return false
-	}
-	if !n.seen {
-		if n.LostAt > t {
-			return false // still renewing
-		}
-		n.seen, n.probe = true, t
-	}
-	return t > n.probe+m.f.NodeMonitorGracePeriod
+	return !n.unknown && m.expired(n, t)
 }
 
 // markForTainting queues an Unknown node that had no taint at listed (when

@@ -30,10 +30,12 @@ import (
 const (
 	lossGrace = 10 * time.Second
 	lossRate  = 0.5
+	// lossSecondaryRate is --secondary-node-eviction-rate.
+	lossSecondaryRate = 0.1
 )
 
 // lossEnv starts a control plane whose kube-controller-manager runs at the
-// compressed flags (lossGrace, lossRate, secondary rate 0.1/s; the
+// compressed flags (lossGrace, lossRate, lossSecondaryRate; the
 // harness's --node-monitor-period of 1 s). apiServerFlags and cmFlags are
 // added to the API server's and kube-controller-manager's.
 func lossEnv(t *testing.T, apiServerFlags, cmFlags []string) *cluster.Env {
@@ -41,7 +43,7 @@ func lossEnv(t *testing.T, apiServerFlags, cmFlags []string) *cluster.Env {
 	return cluster.Start(t, cluster.Options{
 		NodeMonitorGracePeriod: lossGrace,
 		APIServerFlags:         apiServerFlags,
-		ControllerManagerFlags: append([]string{fmt.Sprintf("--node-eviction-rate=%v", lossRate), "--secondary-node-eviction-rate=0.1"}, cmFlags...),
+		ControllerManagerFlags: append([]string{fmt.Sprintf("--node-eviction-rate=%v", lossRate), fmt.Sprintf("--secondary-node-eviction-rate=%v", lossSecondaryRate)}, cmFlags...),
 	})
 }
 
@@ -49,7 +51,7 @@ func lossEnv(t *testing.T, apiServerFlags, cmFlags []string) *cluster.Env {
 func lossFlags() nodeloss.Flags {
 	flags := nodeloss.DefaultFlags()
 	flags.NodeMonitorGracePeriod, flags.NodeMonitorPeriod = lossGrace, time.Second
-	flags.NodeEvictionRate, flags.SecondaryNodeEvictionRate = lossRate, 0.1
+	flags.NodeEvictionRate, flags.SecondaryNodeEvictionRate = lossRate, lossSecondaryRate
 	return flags
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -93,8 +92,8 @@ func TestNodeLossAtScale(t *testing.T) {
 			rows = append(rows, measureScaleShape(t, sh))
 		})
 	}
-	t.Logf("node loss at scale, compressed rates (grace %v, --node-eviction-rate=%v, secondary 0.1), %d pods a node; seconds from the loss:\n%-8s %-28s %-16s %-14s %-8s %-8s %-10s %s\n%s",
-		lossGrace, lossRate, scalePodsPerNode, "shape", "zones (lost/size)", "taints measured", "model's", "last", "model's", "worst gap", "pods evicted", strings.Join(rows, "\n"))
+	t.Logf("node loss at scale, compressed rates (grace %v, --node-eviction-rate=%v, secondary %v), %d pods a node; seconds from the loss:\n%-8s %-28s %-16s %-14s %-8s %-8s %-10s %s\n%s",
+		lossGrace, lossRate, lossSecondaryRate, scalePodsPerNode, "shape", "zones (lost/size)", "taints measured", "model's", "last", "model's", "worst gap", "pods evicted", strings.Join(rows, "\n"))
 }
 
 // measureScaleShape runs one shape and returns its row of the table.
@@ -111,8 +110,7 @@ func measureScaleShape(t *testing.T, sh scaleShape) string {
 	if auditDir != "" {
 		// Before the control plane stops: its logs beside the audit.
 		t.Cleanup(func() {
-			out, err := exec.Command("cp", "-r", filepath.Join(env.Dir, "logs"), auditDir).CombinedOutput()
-			assert.NoError(t, err, "%s", out)
+			assert.NoError(t, os.CopyFS(filepath.Join(auditDir, "logs"), os.DirFS(filepath.Join(env.Dir, "logs"))))
 		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
